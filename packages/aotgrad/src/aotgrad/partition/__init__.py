@@ -1,0 +1,56 @@
+"""Partitioners: split aotgrad's joint forward+backward graph into a forward and a backward.
+
+`get_partitioner(name)` returns `partition(joint, *, num_fwd_outputs, config) -> (fw, bw)`
+following the joint-graph convention of INTERFACES.md: fw returns the forward outputs then
+the saved values; bw takes the saved values (same order and names) then the tangents and
+returns one gradient per primal.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch.fx as fx
+
+from aotgrad.partition.default import default_partition
+from aotgrad.partition.options import PartitionConfig
+from aotgrad.partition.split import PartitionError, saved_bytes
+
+
+class PartitionFn(Protocol):
+    def __call__(
+        self, joint: fx.GraphModule, *, num_fwd_outputs: int, config: PartitionConfig
+    ) -> tuple[fx.GraphModule, fx.GraphModule]: ...
+
+
+def _registry() -> dict[str, PartitionFn]:
+    table: dict[str, PartitionFn] = {
+        "default": default_partition,
+    }
+    return table
+
+
+def list_partitioners() -> list[str]:
+    return sorted(_registry())
+
+
+def get_partitioner(name: str) -> PartitionFn:
+    """The partition function registered under `name` ("default", "min_cut", "memory_budget")."""
+    table = _registry()
+    try:
+        fn = table[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown partitioner {name!r}; available: {', '.join(sorted(table))}"
+        ) from None
+    return fn
+
+
+__all__ = [
+    "PartitionConfig",
+    "PartitionError",
+    "PartitionFn",
+    "get_partitioner",
+    "list_partitioners",
+    "saved_bytes",
+]

@@ -1,0 +1,141 @@
+"""Cut a joint graph into a forward and a backward GraphModule, given the values to save.
+
+IR in: the joint graph (through its `JointInfo`) and a set of saved joint nodes. IR out:
+fw (primals -> forward outputs + saved values) and bw (saved values + tangents -> one gradient
+per primal), with every forward-computable node the backward needs and does not receive
+recomputed in the backward. Every partitioner only chooses the saved set and calls `split`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+import torch.fx as fx
+
+from aotgrad.partition.analysis import JointInfo, is_saveable, nodes_in, value_bytes
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Partition:
+    """Both graphs plus what the split decided, in joint-graph terms."""
+
+    fw: fx.GraphModule
+    bw: fx.GraphModule
+    saved: tuple[fx.Node, ...]
+    # joint nodes the backward computes again although the forward computed them too
+    recomputed: tuple[fx.Node, ...]
+    # forward-computable joint nodes the backward computes (recomputed ones included)
+    bw_forward_nodes: tuple[fx.Node, ...]
+
+
+class PartitionError(RuntimeError):
+    """The chosen saved values do not let the backward compute the gradients."""
+
+
+def _copy_meta(src: fx.Node, dst: fx.Node) -> None:
+    dst.meta = dict(src.meta)
+
+
+def _needed_from(roots: Iterable[fx.Node], stop: set[fx.Node]) -> set[fx.Node]:
+    needed: set[fx.Node] = set()
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        if node in needed:
+            continue
+        needed.add(node)
+        if node in stop:
+            continue
+        stack.extend(node.all_input_nodes)
+    return needed
+
+
+def _forward_graph(info: JointInfo, saved: list[fx.Node]) -> tuple[fx.Graph, set[fx.Node]]:
+    graph = fx.Graph()
+    env: dict[fx.Node, fx.Node] = {}
+    for primal in info.primals:
+        env[primal] = graph.placeholder(primal.name)
+        _copy_meta(primal, env[primal])
+    roots = nodes_in(info.fwd_outputs) + saved
+    needed = _needed_from(roots, stop=set(info.primals))
+    computed: set[fx.Node] = set()
+    for node in info.gm.graph.nodes:
+        if node not in needed or node.op in ("placeholder", "output"):
+            continue
+        env[node] = graph.node_copy(node, env.__getitem__)
+        computed.add(node)
+    fwd = [fx.node.map_arg(v, env.__getitem__) for v in info.fwd_outputs]
+    graph.output(tuple(fwd + [env[s] for s in saved]))
+    return graph, computed
+
+
+def _backward_graph(
+    info: JointInfo, saved: list[fx.Node]
+) -> tuple[fx.Graph, list[fx.Node]]:
+    graph = fx.Graph()
+    env: dict[fx.Node, fx.Node] = {}
+    for node in saved + info.tangents:
+        env[node] = graph.placeholder(node.name)
+        _copy_meta(node, env[node])
+    needed = _needed_from(nodes_in(info.grad_outputs), stop=set(env))
+    computed: list[fx.Node] = []
+    for node in info.gm.graph.nodes:
+        if node not in needed or node in env or node.op == "output":
+            continue
+        if node.op == "placeholder":
+            raise PartitionError(
+                f"the backward needs {node.name} but it is not among the saved values"
+            )
+        env[node] = graph.node_copy(node, env.__getitem__)
+        computed.append(node)
+    grads = [fx.node.map_arg(v, env.__getitem__) for v in info.grad_outputs]
+    graph.output(tuple(grads))
+    return graph, computed
+
+
+def split(info: JointInfo, saved_nodes: Iterable[fx.Node]) -> Partition:
+    """Build fw/bw for this saved set (ordered as in the joint graph, without duplicates)."""
+    saved = sorted(set(saved_nodes), key=info.order.__getitem__)
+    for node in saved:
+        if not info.is_forward_computable(node):
+            raise PartitionError(f"cannot save {node.name}: it depends on a tangent")
+        if not is_saveable(node):
+            raise PartitionError(f"cannot save {node.name}: its value is not a tensor")
+    fw_graph, fw_computed = _forward_graph(info, saved)
+    bw_graph, bw_computed = _backward_graph(info, saved)
+    fw_graph.lint()
+    bw_graph.lint()
+    fw = fx.GraphModule(info.gm, fw_graph, class_name="ForwardGraph")
+    bw = fx.GraphModule(info.gm, bw_graph, class_name="BackwardGraph")
+    fw.meta["saved_names"] = [n.name for n in saved]
+    bw.meta["saved_names"] = [n.name for n in saved]
+    bw_fw_nodes = tuple(n for n in bw_computed if info.is_forward_computable(n))
+    recomputed = tuple(n for n in bw_fw_nodes if n in fw_computed)
+    return Partition(
+        fw=fw, bw=bw, saved=tuple(saved), recomputed=recomputed, bw_forward_nodes=bw_fw_nodes
+    )
+
+
+def saved_bytes(fw_graph: fx.GraphModule, num_fwd_outputs: int) -> int:
+    """Bytes of the activations a forward graph saves for the backward.
+
+    Saved primals (graph inputs such as parameters) are alive anyway and cost nothing extra,
+    so only saved values the forward computes are counted, each once.
+    """
+    outputs = [n for n in fw_graph.graph.nodes if n.op == "output"]
+    flat = outputs[0].args[0]
+    assert isinstance(flat, (tuple, list))
+    seen: set[fx.Node] = set()
+    total = 0
+    for value in flat[num_fwd_outputs:]:
+        if not isinstance(value, fx.Node) or value in seen or value.op == "placeholder":
+            continue
+        seen.add(value)
+        total += value_bytes(value)
+    return total
+
+
+def activation_bytes(nodes: Iterable[fx.Node]) -> int:
+    """`saved_bytes` for a saved set given as joint-graph nodes."""
+    return sum(value_bytes(n) for n in set(nodes) if n.op != "placeholder")
