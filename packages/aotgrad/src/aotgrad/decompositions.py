@@ -1,0 +1,48 @@
+"""Which decompositions the ATen tracer applies: tables taken from `torch._decomp`.
+
+`"core"` is PyTorch's core ATen decomposition set (the op set backends such as inductor
+lower); `"none"` records ops as they reach the dispatcher.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+__all__ = ["DECOMPOSITION_CHOICES", "get_decompositions"]
+
+DECOMPOSITION_CHOICES = ("core", "none")
+
+# NOTE: decompositions that turn a functional op into a mutating one or into ops our fake
+# tracing cannot run stay out of the table.
+_EXCLUDED: tuple[Any, ...] = ()
+
+
+@functools.cache
+def _core() -> dict[Any, Callable[..., Any]]:
+    from torch._decomp import core_aten_decompositions
+
+    table = dict(core_aten_decompositions())
+    for op in _EXCLUDED:
+        table.pop(op, None)
+    return table
+
+
+def get_decompositions(
+    choice: str | Mapping[Any, Callable[..., Any]] | None,
+) -> Mapping[Any, Callable[..., Any]]:
+    """The table for a choice name ("core", "none") or a user-given table (returned as is)."""
+    if choice is None or choice == "none":
+        return {}
+    if isinstance(choice, str):
+        if choice == "core":
+            return _core()
+        raise ValueError(f"unknown decomposition choice {choice!r}; one of {DECOMPOSITION_CHOICES}")
+    return choice
+
+
+def is_aten_op(target: object) -> bool:
+    return isinstance(target, torch._ops.OpOverload)

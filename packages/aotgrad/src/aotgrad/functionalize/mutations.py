@@ -1,0 +1,457 @@
+"""Functionalization, our own pass: a traced ATen graph with mutating and aliasing ops becomes
+a graph without either, plus the metadata the runtime wrapper needs (which inputs to copy
+back, which outputs are views of inputs or of other outputs).
+
+IR in: `trace.trace`'s GraphModule. IR out: `FunctionalGraph` whose `gm` returns
+`(new values of mutated inputs..., user outputs computed by the graph...)`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.fx as fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._pytree import tree_map
+
+from aotgrad.functionalize.views import (
+    Alias,
+    Storage,
+    ViewStep,
+    is_view_op,
+    scatter_into_parent,
+    scatter_item_into_grandparent,
+    view_chain,
+)
+from aotgrad.trace import COPIED_META_KEYS
+
+__all__ = ["FunctionalGraph", "FunctionalizationError", "OutputSpec", "functionalize"]
+
+aten = torch.ops.aten
+
+
+class FunctionalizationError(RuntimeError):
+    """A mutation or aliasing pattern our functionalization cannot express."""
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputSpec:
+    """How the runtime wrapper produces one user output.
+
+    kind "graph": `graph_outputs[index]`; "input": a view of input `index` (replay `chain`);
+    "output": a view of user output `index`; "constant": the Python value `value`.
+    """
+
+    kind: str
+    index: int = 0
+    chain: tuple[ViewStep, ...] = ()
+    value: Any = None
+
+
+@dataclasses.dataclass
+class FunctionalGraph:
+    gm: fx.GraphModule
+    mutated_inputs: list[int]  # input indices, in the order of the first graph outputs
+    outputs: list[OutputSpec]  # one per user output
+    num_user_graph_outputs: int
+
+    @property
+    def num_graph_outputs(self) -> int:
+        return len(self.mutated_inputs) + self.num_user_graph_outputs
+
+
+# --------------------------------------------------------------------------- functional variants
+
+
+def _mutated_arg_indices(op: torch._ops.OpOverload) -> list[int]:
+    return [
+        i for i, a in enumerate(op._schema.arguments)
+        if a.alias_info is not None and a.alias_info.is_write
+    ]
+
+
+def _overload(packet_name: str, overload: str) -> torch._ops.OpOverload | None:
+    packet = getattr(aten, packet_name, None)
+    if packet is None:
+        return None
+    try:
+        return getattr(packet, overload)  # type: ignore[no-any-return]
+    except AttributeError:
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Variant:
+    op: torch._ops.OpOverload
+    kind: str  # "inplace" | "out" | "functional_suffix"
+
+
+def functional_variant(op: torch._ops.OpOverload) -> _Variant:
+    """The out-of-place op computing what `op` writes, found by name and schema."""
+    name = op._schema.name.split("::")[-1]
+    overload = op._overloadname
+    mutated = _mutated_arg_indices(op)
+    args = op._schema.arguments
+    if all(args[i].kwarg_only for i in mutated):
+        # out= variant: an overload of the same packet with the remaining arguments
+        wanted = [a.name for a in args if not (a.alias_info and a.alias_info.is_write)]
+        packet = getattr(aten, name)
+        for candidate_name in packet.overloads():
+            candidate = getattr(packet, candidate_name)
+            if candidate._schema.is_mutable:
+                continue
+            if [a.name for a in candidate._schema.arguments] == wanted:
+                return _Variant(candidate, "out")
+    if name.endswith("_") and not name.endswith("__"):
+        candidate = _overload(name[:-1], overload)
+        if candidate is not None and not candidate._schema.is_mutable:
+            if is_view_op(candidate):
+                raise FunctionalizationError(f"in-place view op {op} is not supported")
+            return _Variant(candidate, "inplace")
+    candidate = _overload(name + "_functional", overload)
+    if candidate is not None and not candidate._schema.is_mutable:
+        return _Variant(candidate, "functional_suffix")
+    raise FunctionalizationError(f"no functional variant found for the mutating op {op}")
+
+
+# --------------------------------------------------------------------------- the pass
+
+
+class _Functionalizer:
+    def __init__(self, gm: fx.GraphModule, fake_mode: FakeTensorMode) -> None:
+        self.gm = gm
+        self.fake_mode = fake_mode
+        self.graph = fx.Graph()
+        self.aliases: dict[fx.Node, Alias] = {}
+        self.producers: dict[fx.Node, fx.Node] = {}  # item of a multi-output view -> producer
+        self.redirect: dict[fx.Node, fx.Node] = {}  # output of an in-place op -> mutated arg
+        self.cache: dict[fx.Node, tuple[fx.Node, int]] = {}  # view -> (value, version)
+        self.multi: dict[fx.Node, list[fx.Node | None]] = {}  # functional tuple -> item values
+        self.new_multi_views: dict[fx.Node, tuple[fx.Node, int]] = {}
+        self.storages: list[Storage] = []
+
+    # ------------------------------------------------------------ emitting
+
+    def emit(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+             origin: fx.Node | None) -> fx.Node:
+        node = self.graph.call_function(target, args, kwargs)
+        node.meta["example_value"] = self._example(target, args, kwargs)
+        if origin is not None:
+            for key in COPIED_META_KEYS:
+                if key in origin.meta:
+                    node.meta[key] = origin.meta[key]
+        return node
+
+    def _example(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        def value(a: Any) -> Any:
+            return a.meta["example_value"] if isinstance(a, fx.Node) else a
+
+        ex_args = tree_map(value, args)
+        ex_kwargs = tree_map(value, kwargs)
+        if target is operator.getitem:
+            return ex_args[0][ex_args[1]]
+        with self.fake_mode:
+            return target(*ex_args, **ex_kwargs)
+
+    def new_storage(self, orig: fx.Node, value: fx.Node, input_index: int | None = None) -> None:
+        storage = Storage(orig, value, 0, input_index)
+        self.storages.append(storage)
+        self.aliases[orig] = Alias(storage, None)
+
+    # ------------------------------------------------------------ reading and writing
+
+    def resolve(self, node: fx.Node) -> fx.Node:
+        while node in self.redirect:
+            node = self.redirect[node]
+        return node
+
+    def read(self, node: fx.Node) -> fx.Node:
+        """The current value, in the new graph, of the original tensor node `node`."""
+        node = self.resolve(node)
+        alias = self.aliases[node]
+        storage = alias.storage
+        if alias.parent is None:
+            return storage.current
+        cached = self.cache.get(node)
+        if cached is not None and cached[1] == storage.version:
+            return cached[0]
+        parent_value = self.read(alias.parent)
+        producer = self.producers.get(node)
+        if producer is not None:
+            multi = self._replay(producer, parent_value, storage.version)
+            value = self.emit(operator.getitem, (multi, node.args[1]), {}, node)
+        else:
+            value = self._replay(node, parent_value, storage.version)
+        self.cache[node] = (value, storage.version)
+        return value
+
+    def _replay(self, view: fx.Node, parent_value: fx.Node, version: int) -> fx.Node:
+        if view in self.new_multi_views and self.new_multi_views[view][1] == version:
+            return self.new_multi_views[view][0]
+        args = (parent_value, *(self.map_arg(a) for a in view.args[1:]))
+        kwargs = {k: self.map_arg(v) for k, v in view.kwargs.items()}
+        value = self.emit(view.target, args, kwargs, view)
+        if view in self.producers.values():
+            self.new_multi_views[view] = (value, version)
+        return value
+
+    def write(self, node: fx.Node, new: fx.Node) -> None:
+        """Record that the original tensor `node` now holds `new`; update its storage base."""
+        node = self.resolve(node)
+        alias = self.aliases[node]
+        storage = alias.storage
+        if alias.parent is None:
+            storage.current = new
+            storage.version += 1
+            return
+        parent_value = self.read(alias.parent)
+        producer = self.producers.get(node)
+        if producer is not None:
+            new_parent = scatter_item_into_grandparent(
+                node, producer, alias.parent, parent_value, new, self.emit)
+        else:
+            new_parent = scatter_into_parent(node, alias.parent, parent_value, new, self.emit)
+        self.write(alias.parent, new_parent)
+        self.cache[node] = (new, storage.version)
+
+    def map_arg(self, arg: Any) -> Any:
+        def one(a: Any) -> Any:
+            if isinstance(a, fx.Node) and self._is_tensor_node(a):
+                return self.read(a)
+            return a
+
+        return tree_map(one, arg)
+
+    def _is_tensor_node(self, node: fx.Node) -> bool:
+        return isinstance(node.meta.get("example_value"), torch.Tensor)
+
+    # ------------------------------------------------------------ node kinds
+
+    def run(self) -> FunctionalGraph:
+        input_index = 0
+        output_node: fx.Node | None = None
+        for node in self.gm.graph.nodes:
+            if node.op == "placeholder":
+                new = self.graph.placeholder(node.name)
+                new.meta.update(node.meta)
+                if self._is_tensor_node(node):
+                    self.new_storage(node, new, input_index)
+                input_index += 1
+            elif node.op == "get_attr":
+                new = self.graph.get_attr(node.target)
+                new.meta.update(node.meta)
+                self.new_storage(node, new)
+            elif node.op == "call_function":
+                if node.target is operator.getitem:
+                    self._getitem(node)
+                else:
+                    self._call(node)
+            elif node.op == "output":
+                output_node = node
+            else:
+                raise FunctionalizationError(f"unexpected node {node.format_node()}")
+        assert output_node is not None
+        return self._finish(output_node)
+
+    def _call(self, node: fx.Node) -> None:
+        target = node.target
+        if not isinstance(target, torch._ops.OpOverload):
+            raise FunctionalizationError(f"not an ATen op: {node.format_node()}")
+        schema = target._schema
+        if schema.is_mutable:
+            self._mutation(node, target)
+            return
+        if is_view_op(target):
+            parent = node.args[0]
+            assert isinstance(parent, fx.Node)
+            parent = self.resolve(parent)
+            storage = self.aliases[parent].storage
+            if isinstance(node.meta["example_value"], torch.Tensor):
+                self.aliases[node] = Alias(storage, parent)
+            else:  # split/unbind/...: its items are the views
+                self.aliases[node] = Alias(storage, parent)
+                self.multi[node] = []
+            return
+        value = self.emit(target, self.map_arg(tuple(node.args)), self.map_arg(dict(node.kwargs)),
+                          node)
+        self._bind_result(node, value)
+
+    def _bind_result(self, node: fx.Node, value: fx.Node) -> None:
+        if isinstance(node.meta["example_value"], torch.Tensor):
+            self.new_storage(node, value)
+        else:
+            self.multi[node] = [value]
+
+    def _getitem(self, node: fx.Node) -> None:
+        producer, index = node.args
+        assert isinstance(producer, fx.Node) and isinstance(index, int)
+        if producer in self.aliases:  # an item of a multi-output view
+            alias = self.aliases[producer]
+            self.aliases[node] = Alias(alias.storage, alias.parent)
+            self.producers[node] = producer
+            return
+        items = self.multi.get(producer)
+        if items is None:
+            raise FunctionalizationError(f"getitem of an unknown value: {node.format_node()}")
+        mutated = self._mutation_items.get(producer)
+        if mutated is not None and index in mutated:
+            self.redirect[node] = mutated[index]
+            return
+        whole = items[0]
+        assert whole is not None
+        value = self.emit(operator.getitem, (whole, index), {}, node)
+        self.new_storage(node, value)
+
+    _mutation_items: dict[fx.Node, dict[int, fx.Node]]
+    keep_outputs: bool = False
+
+    def _mutation(self, node: fx.Node, op: torch._ops.OpOverload) -> None:
+        variant = functional_variant(op)
+        schema = op._schema
+        mutated_idx = _mutated_arg_indices(op)
+        arg_values = _bind_arguments(node, schema)
+        mutated_nodes = [arg_values[schema.arguments[i].name] for i in mutated_idx]
+        if variant.kind == "out":
+            kwargs = {k: v for k, v in node.kwargs.items()
+                      if k not in {schema.arguments[i].name for i in mutated_idx}}
+            result = self.emit(variant.op, self.map_arg(tuple(node.args)), self.map_arg(kwargs),
+                               node)
+        else:
+            result = self.emit(variant.op, self.map_arg(tuple(node.args)),
+                               self.map_arg(dict(node.kwargs)), node)
+        num_returns = len(schema.returns)
+        new_values: list[fx.Node] = []
+        for j in range(len(mutated_nodes)):
+            if variant.kind == "functional_suffix":
+                new_values.append(self.emit(operator.getitem, (result, num_returns + j), {}, node))
+            elif isinstance(result.meta["example_value"], torch.Tensor):
+                assert len(mutated_nodes) == 1
+                new_values.append(result)
+            else:
+                new_values.append(self.emit(operator.getitem, (result, j), {}, node))
+        for mutated, new in zip(mutated_nodes, new_values):
+            if not isinstance(mutated, fx.Node):
+                raise FunctionalizationError(f"mutated argument is not a tensor: {node}")
+            self.write(mutated, new)
+        # the op's own results: aliases of the mutated arguments, or fresh values
+        write_sets: dict[str, fx.Node] = {}
+        for i, arg in zip(mutated_idx, mutated_nodes):
+            info = schema.arguments[i].alias_info
+            assert info is not None
+            for name in info.before_set:
+                write_sets[name] = arg
+        redirects: dict[int, fx.Node] = {}
+        for r, ret in enumerate(schema.returns):
+            if ret.alias_info is not None and ret.alias_info.is_write:
+                for name in ret.alias_info.before_set:
+                    if name in write_sets:
+                        redirects[r] = write_sets[name]
+        if isinstance(node.meta["example_value"], torch.Tensor):
+            if 0 in redirects:
+                self.redirect[node] = redirects[0]
+            else:
+                self.new_storage(node, result)
+        else:
+            self.multi[node] = [result]
+            self._mutation_items[node] = redirects
+
+    # ------------------------------------------------------------ outputs
+
+    def _finish(self, output_node: fx.Node) -> FunctionalGraph:
+        (flat,) = output_node.args
+        assert isinstance(flat, (tuple, list))
+        if self.keep_outputs:
+            return self._finish_kept(list(flat))
+        specs: list[OutputSpec] = []
+        user_values: list[fx.Node] = []
+        whole_outputs: dict[int, int] = {}  # id(storage) -> user output index (plain base)
+        for i, out in enumerate(flat):
+            if not isinstance(out, fx.Node):
+                specs.append(OutputSpec("constant", value=out))
+                continue
+            resolved = self.resolve(out)
+            alias = self.aliases[resolved]
+            storage = alias.storage
+            chain = view_chain(resolved, self.aliases, self.producers)
+            if storage.input_index is not None and chain is not None:
+                specs.append(OutputSpec("input", storage.input_index, tuple(chain)))
+                continue
+            if id(storage) in whole_outputs and chain is not None:
+                specs.append(OutputSpec("output", whole_outputs[id(storage)], tuple(chain)))
+                continue
+            if alias.parent is None:
+                whole_outputs.setdefault(id(storage), i)
+            specs.append(OutputSpec("graph", len(user_values)))
+            user_values.append(self.read(out))
+        mutated = [s for s in self.storages if s.input_index is not None and s.version > 0]
+        mutated.sort(key=lambda s: s.input_index or 0)
+        values = [s.current for s in mutated] + user_values
+        out = self.graph.output(tuple(values))
+        out.meta["example_value"] = tuple(v.meta["example_value"] for v in values)
+        self.graph.eliminate_dead_code()
+        self.graph.lint()
+        gm = fx.GraphModule(self.gm, self.graph)
+        return FunctionalGraph(gm, [s.input_index for s in mutated  # type: ignore[misc]
+                                    ], specs, len(user_values))
+
+
+    def _finish_kept(self, flat: list[Any]) -> FunctionalGraph:
+        """Every output stays a graph output, in place (None included): for joint graphs."""
+        if any(s.input_index is not None and s.version > 0 for s in self.storages):
+            raise FunctionalizationError("a joint graph must not mutate its inputs")
+        values = [self.read(o) if isinstance(o, fx.Node) else o for o in flat]
+        out = self.graph.output(tuple(values))
+        out.meta["example_value"] = tuple(
+            v.meta["example_value"] if isinstance(v, fx.Node) else v for v in values)
+        self.graph.eliminate_dead_code()
+        self.graph.lint()
+        gm = fx.GraphModule(self.gm, self.graph)
+        specs = [OutputSpec("graph", i) for i in range(len(values))]
+        return FunctionalGraph(gm, [], specs, len(values))
+
+
+def _bind_arguments(node: fx.Node, schema: Any) -> dict[str, Any]:
+    bound: dict[str, Any] = {}
+    for i, arg in enumerate(schema.arguments):
+        if i < len(node.args):
+            bound[arg.name] = node.args[i]
+        elif arg.name in node.kwargs:
+            bound[arg.name] = node.kwargs[arg.name]
+    return bound
+
+
+def functionalize(gm: fx.GraphModule, fake_mode: FakeTensorMode | None = None, *,
+                  keep_outputs: bool = False) -> FunctionalGraph:
+    """Remove every mutation and every aliasing-then-mutation from a traced ATen graph.
+
+    With `keep_outputs`, every output of `gm` stays a graph output in its place (joint
+    graphs); otherwise views of inputs/outputs are described by `OutputSpec`s instead.
+    """
+    if fake_mode is None:
+        fake_mode = _find_fake_mode(gm.graph.nodes)
+    pass_ = _Functionalizer(gm, fake_mode)
+    pass_._mutation_items = {}
+    pass_.keep_outputs = keep_outputs
+    return pass_.run()
+
+
+def _find_fake_mode(nodes: Sequence[fx.Node] | Any) -> FakeTensorMode:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    for node in nodes:
+        value = node.meta.get("example_value")
+        if isinstance(value, FakeTensor):
+            return value.fake_mode
+    return FakeTensorMode(allow_non_fake_inputs=True)
+
+
+def assert_functional(gm: fx.GraphModule) -> None:
+    """Raise if any node of `gm` is a mutating ATen op (by its schema)."""
+    for node in gm.graph.nodes:
+        target = node.target
+        if isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable:
+            raise AssertionError(f"mutating op left in a functional graph: {node.format_node()}")

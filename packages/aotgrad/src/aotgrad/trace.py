@@ -1,0 +1,257 @@
+"""The dispatch-level tracer: runs a callable (or a GraphModule, node by node) on fake tensors
+and records every ATen op that reaches the Python dispatch key into a new FX graph.
+
+IR in: a Python callable or a torch-level `fx.GraphModule`. IR out: an ATen `fx.GraphModule`
+(may still contain mutating and aliasing ops; `aotgrad.functionalize` removes them), with
+`meta["example_value"]` on every node and `stack_trace`/`nn_module_stack`/`source_fn` copied
+from the torch-level node that produced each op.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import operator
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import torch
+import torch.fx as fx
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+
+__all__ = ["AtenTracer", "TraceError", "trace", "new_fake_mode", "COPIED_META_KEYS"]
+
+COPIED_META_KEYS = ("stack_trace", "nn_module_stack", "source_fn")
+
+DecompTable = Mapping[Any, Callable[..., Any]]
+
+
+class TraceError(RuntimeError):
+    """Tracing to ATen cannot represent what the program does (data-dependent values...)."""
+
+
+def new_fake_mode() -> FakeTensorMode:
+    """A fake mode for tracing; real tensors met during tracing become graph constants."""
+    return FakeTensorMode(allow_non_fake_inputs=True)
+
+
+def _is_tensor(value: object) -> bool:
+    return isinstance(value, torch.Tensor)
+
+
+_DATA_DEPENDENT_OPS = {
+    torch.ops.aten._local_scalar_dense.default,
+    torch.ops.aten.item.default,
+}
+
+
+class AtenTracer(TorchDispatchMode):
+    """Records ATen ops into `self.graph`; tensors are matched to nodes by identity."""
+
+    def __init__(self, fake_mode: FakeTensorMode, decompositions: DecompTable) -> None:
+        super().__init__()
+        self.fake_mode = fake_mode
+        self.decompositions = decompositions
+        self.graph = fx.Graph()
+        self.root = torch.nn.Module()
+        self.current_meta: dict[str, Any] = {}
+        self._nodes: dict[int, fx.Node] = {}
+        # NOTE: ids are only unique while the objects live; keep every traced value alive.
+        self._keepalive: list[object] = []
+        self._num_constants = 0
+
+    # ---------------------------------------------------------------- value <-> node
+
+    def bind(self, value: object, node: fx.Node) -> None:
+        self._nodes[id(value)] = node
+        self._keepalive.append(value)
+
+    def placeholders(self, names: Sequence[str], values: Sequence[object]) -> None:
+        for name, value in zip(names, values):
+            self.placeholder(name, value)
+
+    def placeholder(self, name: str, value: object) -> fx.Node:
+        node = self.graph.placeholder(name)
+        node.meta["example_value"] = value
+        if _is_tensor(value):
+            self.bind(value, node)
+        return node
+
+    def node_of(self, value: torch.Tensor) -> fx.Node:
+        node = self._nodes.get(id(value))
+        if node is not None:
+            return node
+        return self._lift_constant(value)
+
+    def _lift_constant(self, value: torch.Tensor) -> fx.Node:
+        if isinstance(value, FakeTensor):
+            constant = value.constant
+            if constant is None:
+                raise TraceError(
+                    "a fake tensor that is neither a traced input nor produced by a traced op "
+                    "reached the tracer; pass it as an input of the traced function"
+                )
+            real = constant
+        else:
+            real = value
+        name = f"_tensor_constant{self._num_constants}"
+        self._num_constants += 1
+        real = real.detach().clone()
+        setattr(self.root, name, real)
+        node = self.graph.get_attr(name)
+        with self.fake_mode:
+            fake = self.fake_mode.from_tensor(real, static_shapes=True)
+        node.meta["example_value"] = fake
+        self.bind(value, node)
+        return node
+
+    def _to_arg(self, value: object) -> object:
+        if _is_tensor(value):
+            assert isinstance(value, torch.Tensor)
+            return self.node_of(value)
+        return value
+
+    # ---------------------------------------------------------------- dispatch
+
+    def __torch_dispatch__(
+        self,
+        func: Any,
+        types: Sequence[type],
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+    ) -> Any:
+        kwargs = dict(kwargs or {})
+        if func is torch.ops.aten.native_batch_norm.default and args[3] is not None:
+            # NOTE: native_batch_norm updates running_mean/var without saying so in its schema;
+            # the _legit overload marks them (a!) so functionalization sees the writes.
+            func = torch.ops.aten._native_batch_norm_legit.default
+        if func in _DATA_DEPENDENT_OPS:
+            raise TraceError(
+                f"{func} needs a tensor's value as a Python number (.item(), bool(tensor), "
+                "data-dependent control flow); the ATen tracer cannot record it"
+            )
+        decomp = self.decompositions.get(func)
+        if decomp is not None:
+            with self:
+                out = decomp(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
+        if func is torch.ops.aten.lift_fresh.default and not isinstance(args[0], FakeTensor):
+            # torch.tensor(...) inside the traced program: the value is a constant.
+            out = func(*args, **kwargs)
+            self.bind(out, self._lift_constant(args[0]))
+            return out
+        fx_args = tree_map(self._to_arg, tuple(args))
+        fx_kwargs = tree_map(self._to_arg, kwargs)
+        try:
+            out = func(*args, **kwargs)
+        except Exception as exc:
+            name = type(exc).__name__
+            if "DataDependent" in name or "DynamicOutputShape" in name:
+                raise TraceError(
+                    f"{func} has a data-dependent output (shape or value); the ATen tracer "
+                    "needs static shapes"
+                ) from exc
+            raise
+        if not any(_is_tensor(v) for v in tree_flatten(out)[0]):
+            # NOTE: ops returning Python values (prim.device, sizes) are baked as constants.
+            return out
+        node = self.graph.call_function(func, fx_args, fx_kwargs)
+        self._annotate(node, out)
+        if isinstance(out, (tuple, list)):
+            for index, item in enumerate(out):
+                if _is_tensor(item):
+                    item_node = self.graph.call_function(operator.getitem, (node, index))
+                    self._annotate(item_node, item)
+                    self.bind(item, item_node)
+        elif _is_tensor(out):
+            self.bind(out, node)
+        return out
+
+    def _annotate(self, node: fx.Node, value: object) -> None:
+        node.meta["example_value"] = value
+        for key in COPIED_META_KEYS:
+            if key in self.current_meta:
+                node.meta[key] = self.current_meta[key]
+
+    @contextlib.contextmanager
+    def node_meta(self, meta: Mapping[str, Any]) -> Iterator[None]:
+        saved = self.current_meta
+        self.current_meta = {k: meta[k] for k in COPIED_META_KEYS if k in meta}
+        try:
+            yield
+        finally:
+            self.current_meta = saved
+
+    # ---------------------------------------------------------------- results
+
+    def output(self, value: object) -> None:
+        self.output_flat(tree_flatten(value)[0])
+
+    def output_flat(self, flat: Sequence[object]) -> None:
+        """Output node returning `flat` as a tuple (None entries kept)."""
+        fx_flat = [self._to_arg(v) for v in flat]
+        node = self.graph.output(tuple(fx_flat))
+        node.meta["example_value"] = tuple(flat)
+
+    def graph_module(self) -> fx.GraphModule:
+        self.graph.lint()
+        return fx.GraphModule(self.root, self.graph)
+
+
+class _MetaInterpreter(fx.Interpreter):
+    """Runs a GraphModule node by node so the tracer knows which FX node produced each op."""
+
+    def __init__(self, gm: fx.GraphModule, tracer: AtenTracer) -> None:
+        super().__init__(gm, garbage_collect_values=False)
+        self.tracer = tracer
+
+    def run_node(self, n: fx.Node) -> Any:
+        with self.tracer.node_meta(n.meta):
+            return super().run_node(n)
+
+
+def run_with_meta(fn: Callable[..., Any], args: Sequence[Any], tracer: AtenTracer) -> Any:
+    """Call `fn(*args)`; a GraphModule runs node by node to carry its nodes' metadata."""
+    if isinstance(fn, fx.GraphModule):
+        return _MetaInterpreter(fn, tracer).run(*args)
+    return fn(*args)
+
+
+def trace(
+    fn: Callable[..., Any],
+    fake_args: Sequence[object],
+    *,
+    fake_mode: FakeTensorMode,
+    decompositions: DecompTable,
+    arg_names: Sequence[str] | None = None,
+    grad_enabled: bool = False,
+) -> tuple[fx.GraphModule, Any]:
+    """Trace `fn(*fake_args)` to an ATen graph returning the flat outputs as a tuple.
+
+    Returns the graph and the pytree spec of fn's result (to rebuild the structure).
+    """
+    tracer = AtenTracer(fake_mode, decompositions)
+    for index, value in enumerate(fake_args):
+        name = arg_names[index] if arg_names is not None else f"arg{index}"
+        tracer.placeholder(name, value)
+    with fake_mode, tracer, torch.set_grad_enabled(grad_enabled):
+        result = run_with_meta(fn, list(fake_args), tracer)
+    flat, spec = tree_flatten(result)
+    for value in flat:
+        if value is not None and not isinstance(value, (torch.Tensor, int, float, bool)):
+            raise TraceError(f"unsupported output of type {type(value).__name__}")
+    tracer.output(tree_unflatten(flat, spec))
+    return tracer.graph_module(), spec
+
+
+def fake_inputs(fake_mode: FakeTensorMode, args: Sequence[object]) -> list[object]:
+    """Fake copies (same metadata, requires_grad included) of the tensors among `args`."""
+    out: list[object] = []
+    for arg in args:
+        if isinstance(arg, torch.Tensor):
+            out.append(fake_mode.from_tensor(arg, static_shapes=True))
+        else:
+            out.append(arg)
+    return out
