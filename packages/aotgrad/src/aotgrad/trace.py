@@ -213,7 +213,14 @@ class _MetaInterpreter(fx.Interpreter):
 
 
 def run_with_meta(fn: Callable[..., Any], args: Sequence[Any], tracer: AtenTracer) -> Any:
-    """Call `fn(*args)`; a GraphModule runs node by node to carry its nodes' metadata."""
+    """Call `fn(*args)`; a GraphModule runs node by node to carry its nodes' metadata.
+
+    A callable with a `run_traced(args, tracer)` method (a module lifted to a function of its
+    parameters, a flattened user function) is run through that method instead.
+    """
+    run_traced = getattr(fn, "run_traced", None)
+    if run_traced is not None:
+        return run_traced(args, tracer)
     if isinstance(fn, fx.GraphModule):
         return _MetaInterpreter(fn, tracer).run(*args)
     return fn(*args)

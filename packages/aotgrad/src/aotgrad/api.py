@@ -1,0 +1,214 @@
+"""The public entry points: `aot_function`, `aot_module`, and the compiled-callable object
+they return (one compiled artifact per call signature, made lazily on first use).
+
+IR in: a Python callable or module. IR out: a callable with the same signature that runs
+compiled ATen graphs (`aotgrad.pipeline` lists the passes in order).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import torch
+import torch.fx as fx
+from torch.utils._pytree import tree_flatten, tree_unflatten
+
+from aotgrad import config as _config
+from aotgrad.pipeline import PartitionFnLike, compile_inference, compile_training
+from aotgrad.runtime import Compiler, InferenceRunner, SavedBytesCounter, TrainingRunner
+from aotgrad.trace import AtenTracer, run_with_meta
+
+__all__ = ["AotCompiled", "aot_function", "aot_module", "LiftedModule"]
+
+Runner = InferenceRunner | TrainingRunner
+
+
+def _tensor_key(t: torch.Tensor) -> tuple[Any, ...]:
+    return (t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.storage_offset(),
+            t.requires_grad, type(t))
+
+
+class AotCompiled:
+    """A compiled callable: `self(*args)` flattens the arguments, compiles once per signature
+    (tensor metadata, which inputs require grad, grad mode), and runs the compiled graphs.
+
+    `saved_bytes` counts the bytes of the tensors saved for backward by each training call.
+    """
+
+    def __init__(self, fn: Callable[..., Any], fw_compiler: Compiler,
+                 bw_compiler: Compiler | None = None,
+                 partition_fn: PartitionFnLike | None = None,
+                 decompositions: str | Mapping[Any, Callable[..., Any]] | None = None,
+                 *, num_lifted: int = 0) -> None:
+        self.fn = fn
+        self.fw_compiler = fw_compiler
+        self.bw_compiler = bw_compiler or fw_compiler
+        self.partition_fn = partition_fn
+        self.decompositions = decompositions
+        self.saved_bytes = SavedBytesCounter()
+        self.cache: dict[tuple[Any, ...], tuple[Runner, Any]] = {}
+        self.num_lifted = num_lifted
+
+    def _key(self, leaves: Sequence[Any], training: bool) -> tuple[Any, ...]:
+        parts: list[Any] = [training]
+        state_key = getattr(self.fn, "state_key", None)
+        if state_key is not None:
+            parts.append(state_key())
+        for leaf in leaves:
+            if isinstance(leaf, torch.Tensor):
+                parts.append(_tensor_key(leaf))
+            else:
+                parts.append((type(leaf), leaf))
+        return tuple(parts)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        leaves, in_spec = tree_flatten((args, kwargs))
+        tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
+        training = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+        key = self._key(leaves, training)
+        entry = self.cache.get(key)
+        if entry is None:
+            entry = self._compile(leaves, in_spec, training)
+            self.cache[key] = entry
+        runner, out_spec = entry
+        outs = runner(tensors)
+        return tree_unflatten(outs, out_spec)
+
+    def _compile(self, leaves: list[Any], in_spec: Any, training: bool) -> tuple[Runner, Any]:
+        positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+        constants = list(leaves)
+        fn = self.fn
+
+        def flat_fn(*tensors: Any) -> Any:
+            values = list(constants)
+            for position, tensor in zip(positions, tensors):
+                values[position] = tensor
+            args, kwargs = tree_unflatten(values, in_spec)
+            return fn(*args, **kwargs)
+
+        flat_fn.run_traced = (  # type: ignore[attr-defined]
+            _traced_caller(fn, positions, constants, in_spec))
+        tensors = [leaves[i] for i in positions]
+        decomps = self.decompositions
+        if decomps is None:
+            decomps = _config.config().decompositions
+        if training:
+            return compile_training(flat_fn, tensors, self.fw_compiler, self.bw_compiler,
+                                    self.partition_fn, decomps, self.saved_bytes)
+        return compile_inference(flat_fn, tensors, self.fw_compiler, decomps)
+
+
+def _traced_caller(fn: Callable[..., Any], positions: list[int], constants: list[Any],
+                   in_spec: Any) -> Callable[[Sequence[Any], AtenTracer], Any]:
+    def run_traced(tensors: Sequence[Any], tracer: AtenTracer) -> Any:
+        values = list(constants)
+        for position, tensor in zip(positions, tensors):
+            values[position] = tensor
+        args, kwargs = tree_unflatten(values, in_spec)
+        if kwargs:
+            return fn(*args, **kwargs)
+        return run_with_meta(fn, args, tracer)
+
+    return run_traced
+
+
+def aot_function(fn: Callable[..., Any], fw_compiler: Compiler,
+                 bw_compiler: Compiler | None = None,
+                 partition_fn: PartitionFnLike | None = None,
+                 decompositions: str | Mapping[Any, Callable[..., Any]] | None = None,
+                 ) -> AotCompiled:
+    """Compile `fn` ahead of autograd: trace to ATen, functionalize, build the joint graph
+    when an input requires grad, partition it and compile both halves.
+
+    `partition_fn` is a partitioner name ("default", "min_cut", "memory_budget") or a
+    function `partition(joint, *, num_fwd_outputs, config) -> (fw, bw)`; default: the config's.
+    `decompositions` is "core", "none" or a table {OpOverload: fn}; default: the config's.
+    """
+    return AotCompiled(fn, fw_compiler, bw_compiler, partition_fn, decompositions)
+
+
+# --------------------------------------------------------------------------- modules
+
+
+@contextlib.contextmanager
+def _swapped(module: torch.nn.Module, names: Sequence[str],
+             values: Sequence[Any]) -> Iterator[None]:
+    """Temporarily replace the named parameters/buffers of `module` by `values`."""
+    saved: list[tuple[dict[str, Any], str, Any]] = []
+    try:
+        for name, value in zip(names, values):
+            owner_path, _, attr = name.rpartition(".")
+            owner = module.get_submodule(owner_path) if owner_path else module
+            table = owner._parameters if attr in owner._parameters else owner._buffers
+            saved.append((table, attr, table[attr]))
+            table[attr] = value
+        yield
+    finally:
+        for table, attr, old in reversed(saved):
+            table[attr] = old
+
+
+class LiftedModule:
+    """`module` as a function of its parameters and buffers: `(*params, *buffers, *args)`."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        self.module = module
+        self.param_names = [n for n, _ in module.named_parameters()]
+        self.buffer_names = [n for n, _ in module.named_buffers()]
+        self.names = self.param_names + self.buffer_names
+
+    def state_key(self) -> tuple[bool, ...]:
+        """The modules' train/eval flags: a traced graph depends on them."""
+        return tuple(m.training for m in self.module.modules())
+
+    def state(self) -> list[torch.Tensor]:
+        params = dict(self.module.named_parameters())
+        buffers = dict(self.module.named_buffers())
+        return [params[n] for n in self.param_names] + [buffers[n] for n in self.buffer_names]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        n = len(self.names)
+        with _swapped(self.module, self.names, args[:n]):
+            return self.module(*args[n:], **kwargs)
+
+    def run_traced(self, args: Sequence[Any], tracer: AtenTracer) -> Any:
+        n = len(self.names)
+        with _swapped(self.module, self.names, args[:n]):
+            return run_with_meta(self.module, list(args[n:]), tracer)
+
+
+class AotModule(torch.nn.Module):
+    """An `nn.Module` whose forward runs a compiled `LiftedModule`."""
+
+    def __init__(self, module: torch.nn.Module, compiled: AotCompiled,
+                 lifted: LiftedModule) -> None:
+        super().__init__()
+        self.orig_module = module
+        self._compiled = compiled
+        self._lifted = lifted
+
+    @property
+    def saved_bytes(self) -> SavedBytesCounter:
+        return self._compiled.saved_bytes
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self._compiled(*self._lifted.state(), *args, **kwargs)
+
+
+def aot_module(module: torch.nn.Module, fw_compiler: Compiler,
+               bw_compiler: Compiler | None = None,
+               partition_fn: PartitionFnLike | None = None,
+               decompositions: str | Mapping[Any, Callable[..., Any]] | None = None,
+               ) -> AotModule:
+    """`aot_function` for a module: its parameters and buffers become graph inputs (so they
+    get gradients, and buffer updates such as BatchNorm running stats are written back)."""
+    lifted = LiftedModule(module)
+    compiled = AotCompiled(lifted, fw_compiler, bw_compiler, partition_fn, decompositions,
+                           num_lifted=len(lifted.names))
+    return AotModule(module, compiled, lifted)
+
+
+def is_graph_module(value: object) -> bool:
+    return isinstance(value, fx.GraphModule)

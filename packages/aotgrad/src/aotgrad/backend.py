@@ -1,0 +1,67 @@
+"""Capture backends built from ATen-graph compilers: `make_backend(...)` and `aot_eager`.
+
+IR in: a torch-level GraphModule from capture and its example inputs (the backend contract
+in INTERFACES.md). IR out: a callable returning what the GraphModule returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+
+import torch.fx as fx
+
+from aotgrad.api import AotCompiled, LiftedModule
+from aotgrad.pipeline import PartitionFnLike
+from aotgrad.runtime import Compiler
+
+__all__ = ["make_backend", "aot_eager", "run_graph_as_is"]
+
+Backend = Callable[[fx.GraphModule, list[Any]], Callable[..., Any]]
+
+
+class BackendCallable:
+    """What a backend built by `make_backend` returns for one captured graph."""
+
+    def __init__(self, gm: fx.GraphModule, compiled: AotCompiled, lifted: LiftedModule) -> None:
+        self.gm = gm
+        self.compiled = compiled
+        self.lifted = lifted
+
+    @property
+    def saved_bytes(self) -> Any:
+        return self.compiled.saved_bytes
+
+    def __call__(self, *args: Any) -> Any:
+        return self.compiled(*self.lifted.state(), *args)
+
+
+def make_backend(fw_compiler: Compiler, bw_compiler: Compiler | None = None,
+                 partition_fn: PartitionFnLike | None = None,
+                 decompositions: str | Mapping[Any, Callable[..., Any]] | None = None,
+                 ) -> Backend:
+    """A capture backend `backend(gm, example_inputs) -> callable` that traces the captured
+    graph to ATen, functionalizes it, and (when an input or parameter requires grad)
+    builds, partitions and compiles the joint forward/backward graph. Compiles lazily, once
+    per call signature."""
+
+    def backend(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        del example_inputs  # compiled lazily on the first call, from the real arguments
+        lifted = LiftedModule(gm)
+        compiled = AotCompiled(lifted, fw_compiler, bw_compiler, partition_fn, decompositions,
+                               num_lifted=len(lifted.names))
+        return BackendCallable(gm, compiled, lifted)
+
+    return backend
+
+
+def run_graph_as_is(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+    """The ATen-graph compiler of `aot_eager`: run the graph's Python code as it is."""
+    del example_inputs
+    return gm.forward
+
+
+aot_eager: Backend = make_backend(run_graph_as_is, run_graph_as_is, partition_fn="default")
+
+

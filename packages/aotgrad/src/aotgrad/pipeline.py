@@ -1,0 +1,66 @@
+"""The aotgrad pipeline, pass by pass, top to bottom:
+
+    trace (ATen, fake tensors, decompositions)  -> trace.py
+    functionalize (mutations, views)           -> functionalize/
+    [training] joint forward+backward         -> joint.py
+    [training] partition into fw / bw           -> partition/
+    compile (fw_compiler / bw_compiler)         -> runtime.py wraps the results
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Union
+
+import torch
+
+from aotgrad import config as _config
+from aotgrad.decompositions import get_decompositions
+from aotgrad.functionalize import assert_functional
+from aotgrad.joint import joint_from_forward, trace_forward
+from aotgrad.runtime import Compiler, InferenceRunner, SavedBytesCounter, TrainingRunner
+from aotgrad.trace import fake_inputs, new_fake_mode
+
+__all__ = ["PartitionFnLike", "compile_inference", "compile_training", "resolve_partitioner"]
+
+PartitionFnLike = Union[str, Callable[..., Any]]
+Decomps = str | Mapping[Any, Callable[..., Any]] | None
+
+
+def resolve_partitioner(partition_fn: PartitionFnLike | None) -> Callable[..., Any]:
+    from aotgrad.partition import get_partitioner
+
+    if partition_fn is None:
+        partition_fn = _config.config().partitioner
+    if isinstance(partition_fn, str):
+        return get_partitioner(partition_fn)
+    return partition_fn
+
+
+def compile_inference(fn: Callable[..., Any], tensors: Sequence[torch.Tensor],
+                      fw_compiler: Compiler, decompositions: Decomps,
+                      ) -> tuple[InferenceRunner, Any]:
+    mode = new_fake_mode()
+    table = get_decompositions(decompositions)
+    forward, out_spec = trace_forward(fn, fake_inputs(mode, tensors), mode, table)
+    assert_functional(forward.gm)
+    return InferenceRunner(forward, fw_compiler), out_spec
+
+
+def compile_training(fn: Callable[..., Any], tensors: Sequence[torch.Tensor],
+                     fw_compiler: Compiler, bw_compiler: Compiler,
+                     partition_fn: PartitionFnLike | None, decompositions: Decomps,
+                     counter: SavedBytesCounter) -> tuple[TrainingRunner, Any]:
+    mode = new_fake_mode()
+    table = get_decompositions(decompositions)
+    fakes = fake_inputs(mode, tensors)
+    forward, out_spec = trace_forward(fn, fakes, mode, table)
+    joint = joint_from_forward(forward, fakes, mode, table)
+    assert_functional(joint.gm)
+    partition = resolve_partitioner(partition_fn)
+    fw_gm, bw_gm = partition(joint.gm, num_fwd_outputs=joint.num_fwd_outputs,
+                             config=_config.config().partition_config())
+    runner = TrainingRunner(forward, fw_gm, bw_gm, num_fwd_outputs=joint.num_fwd_outputs,
+                            tangent_outputs=joint.tangent_outputs, fw_compiler=fw_compiler,
+                            bw_compiler=bw_compiler, counter=counter)
+    return runner, out_spec
