@@ -13,18 +13,19 @@ from typing import Any
 
 import pytest
 import torch
-import torch.fx as fx
+from aotgrad.partition import PartitionConfig, get_partitioner
+from torch import fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
-
-from aotgrad.partition import PartitionConfig, get_partitioner
 
 
 def _functional_variant(func: torch._ops.OpOverload) -> torch._ops.OpOverload | None:
     schema = func._schema
     if not schema.is_mutable:
         return None
+    if func is torch.ops.aten.bernoulli_.float:
+        return torch.ops.aten.bernoulli.p
     name = schema.name.split("::")[1]
     if not name.endswith("_"):
         raise NotImplementedError(f"test tracer cannot functionalize {func}")
@@ -48,7 +49,9 @@ class _Recorder(TorchDispatchMode):
         return value
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
+        kwargs = dict(kwargs or {})
+        if func is torch.ops.aten.bernoulli_.float and len(args) < 2:
+            args = (args[0], kwargs.pop("p", 0.5))  # NOTE: bernoulli.p has no default p
         out = func(*args, **kwargs)
 
         def to_arg(x: object) -> object:

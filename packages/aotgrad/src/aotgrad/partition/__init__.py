@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
-import torch.fx as fx
+from torch import fx
 
+from aotgrad.partition.budget import memory_budget_partition
 from aotgrad.partition.default import default_partition
+from aotgrad.partition.mincut import min_cut_partition
 from aotgrad.partition.options import PartitionConfig
 from aotgrad.partition.split import PartitionError, saved_bytes
 
@@ -26,6 +28,8 @@ class PartitionFn(Protocol):
 def _registry() -> dict[str, PartitionFn]:
     table: dict[str, PartitionFn] = {
         "default": default_partition,
+        "min_cut": min_cut_partition,
+        "memory_budget": memory_budget_partition,
     }
     return table
 

@@ -12,7 +12,7 @@ import operator
 from collections.abc import Iterable, Sequence
 
 import torch
-import torch.fx as fx
+from torch import fx
 
 aten = torch.ops.aten
 
@@ -89,9 +89,7 @@ def is_rerunnable(node: fx.Node) -> bool:
     if node.op != "call_function" or is_random(node):
         return False
     target = node.target
-    if isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable:
-        return False
-    return True
+    return not (isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable)
 
 
 def example_value(node: fx.Node) -> object:
@@ -176,7 +174,7 @@ def analyze(gm: fx.GraphModule, num_fwd_outputs: int) -> JointInfo:
         raise ValueError(f"joint graph must have one output node, found {len(outputs)}")
     flat = outputs[0].args[0]
     if not isinstance(flat, (tuple, list)):
-        raise ValueError("joint graph must return a flat tuple (forward outputs, gradients)")
+        raise TypeError("joint graph must return a flat tuple (forward outputs, gradients)")
     flat = list(flat)
     if not 0 <= num_fwd_outputs <= len(flat):
         raise ValueError(f"num_fwd_outputs={num_fwd_outputs} but the joint returns {len(flat)}")

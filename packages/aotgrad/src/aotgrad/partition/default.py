@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import operator
 
-import torch.fx as fx
+from torch import fx
 
 from aotgrad.partition.analysis import JointInfo, analyze, is_saveable
 from aotgrad.partition.options import PartitionConfig

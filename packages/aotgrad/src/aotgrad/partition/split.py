@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-import torch.fx as fx
+from torch import fx
 
 from aotgrad.partition.analysis import JointInfo, is_saveable, nodes_in, value_bytes
 

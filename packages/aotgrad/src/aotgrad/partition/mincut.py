@@ -1,0 +1,100 @@
+"""The `min_cut` partitioner: save the cheapest set of values (in bytes) that separates the
+primals and the values the forward must compute from the backward, recomputing cheap ops.
+
+Flow graph (networkx): every forward-computable node becomes `name_in -> name_out` with the
+capacity of its bytes; consumers are reached through infinite edges; primals and banned
+nodes (never recomputed) hang off the source; values the backward reads go to
+the sink. The saved values are the nodes whose in/out edge the minimum cut crosses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import networkx as nx  # type: ignore[import-untyped]  # NOTE: networkx ships no stubs
+from torch import fx
+
+from aotgrad.partition.analysis import (
+    JointInfo,
+    analyze,
+    is_cheap,
+    is_saveable,
+    nodes_in,
+    value_bytes,
+)
+from aotgrad.partition.options import PartitionConfig
+from aotgrad.partition.split import Partition, PartitionError, split
+
+_SOURCE = "__source__"
+_SINK = "__sink__"
+
+
+def _capacity(node: fx.Node) -> int:
+    # NOTE: primals are alive whether saved or not, so saving one is free. Every other value
+    # costs twice its bytes plus one, which breaks ties toward saving primals and toward
+    # fewer saved values without changing which byte total is smallest.
+    if node.op == "placeholder":
+        return 0
+    return 2 * value_bytes(node) + 1
+
+
+def banned_for_min_cut(node: fx.Node) -> bool:
+    """min_cut never recomputes anything but cheap (pointwise, view, copy-like) ops."""
+    return node.op == "call_function" and not is_cheap(node)
+
+
+def min_cut_saved_values(info: JointInfo, banned: Callable[[fx.Node], bool]) -> set[fx.Node]:
+    """Saved values of the minimum cut when the nodes for which `banned` holds must run in
+    the forward (they are never recomputed)."""
+    flow = nx.DiGraph()
+    flow.add_node(_SOURCE)
+    flow.add_node(_SINK)
+    for node in info.gm.graph.nodes:
+        if node.op == "output" or not info.is_forward_computable(node):
+            continue
+        node_in, node_out = node.name + ".in", node.name + ".out"
+        if is_saveable(node):
+            flow.add_edge(node_in, node_out, capacity=_capacity(node))
+        else:
+            flow.add_edge(node_in, node_out)  # no capacity attribute: infinite
+        # NOTE: only primals and banned nodes are pinned to the source side: a node the
+        # forward outputs need still runs in the forward, but the backward may recompute it.
+        if node.op == "placeholder" or banned(node):
+            flow.add_edge(_SOURCE, node_in)
+        for user in node.users:
+            if user.op == "output":
+                continue
+            if user in info.tangent_dependent:
+                flow.add_edge(node_out, _SINK)
+            else:
+                flow.add_edge(node_out, user.name + ".in")
+    for node in nodes_in(info.grad_outputs):
+        if info.is_forward_computable(node):
+            flow.add_edge(node.name + ".out", _SINK)
+    try:
+        _, (reachable, _) = nx.minimum_cut(flow, _SOURCE, _SINK)
+    except nx.NetworkXUnbounded:
+        raise PartitionError(
+            "min_cut: the backward reads a value that can neither be saved nor recomputed "
+            "(a tuple-valued op used without getitem?)"
+        ) from None
+    saved: set[fx.Node] = set()
+    for node in info.gm.graph.nodes:
+        if node.op == "output" or not info.is_forward_computable(node):
+            continue
+        if node.name + ".in" in reachable and node.name + ".out" not in reachable:
+            saved.add(node)
+    return saved
+
+
+def partition_min_cut(info: JointInfo) -> Partition:
+    return split(info, min_cut_saved_values(info, banned_for_min_cut))
+
+
+def min_cut_partition(
+    joint: fx.GraphModule, *, num_fwd_outputs: int, config: PartitionConfig | None = None
+) -> tuple[fx.GraphModule, fx.GraphModule]:
+    """Save a minimum-bytes set of values; recompute cheap ops in the backward."""
+    del config  # min_cut has no options
+    result = partition_min_cut(analyze(joint, num_fwd_outputs))
+    return result.fw, result.bw
