@@ -1,0 +1,295 @@
+"""Leaf checks: what must hold of the value at a source for a cached entry to be valid.
+
+Checks are frozen, hashable data; what they mean lives in two tables that must agree: the
+interpreter's (`reasons.py`, which also words the failure) and the code generator's
+(`codegen.py`). The hypothesis test in tests/guards checks that they do.
+Torch is imported only by the helpers that build tensor and global-state checks.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from guards.exprs import Relation
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """Base of all leaf checks."""
+
+    def describe(self, subject: str) -> str:
+        """A one-line rendering of the check applied to `subject` (a source name)."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class TypeMatch(Check):
+    """`type(value) is cls` (exact type, no subclasses)."""
+
+    cls: type
+
+    def describe(self, subject: str) -> str:
+        return f"type({subject}) is {_type_name(self.cls)}"
+
+
+@dataclass(frozen=True, slots=True)
+class IdMatch(Check):
+    """`id(value) == target_id`: the very same object (modules, functions, classes).
+
+    `label` is a short description of the expected object for messages. The caller keeps
+    the object alive for as long as the guard exists (otherwise its id may be reused).
+    """
+
+    target_id: int
+    label: str = field(default="", compare=False)
+
+    @staticmethod
+    def of(obj: object) -> IdMatch:
+        """The identity check for `obj`."""
+        return IdMatch(id(obj), _short_repr(obj))
+
+    def describe(self, subject: str) -> str:
+        return f"id({subject}) == {self.target_id}  # {self.label}"
+
+
+def _is_torch_constant(value: object) -> bool:
+    cls = type(value)
+    return cls.__module__ == "torch" and cls.__name__ in ("dtype", "device")
+
+
+def is_guardable_constant(value: object) -> bool:
+    """Whether EqualsMatch supports `value`: ints, floats (NaN too), strs, bools, None,
+    enum members, torch.dtype, torch.device, and tuples of those."""
+    if value is None or type(value) in (int, float, str, bool):
+        return True
+    if isinstance(value, enum.Enum) or _is_torch_constant(value):
+        return True
+    if type(value) is tuple:
+        return all(is_guardable_constant(item) for item in value)
+    return False
+
+
+def constant_matches(value: object, expected: object) -> bool:
+    """The meaning of EqualsMatch: same exact type and equal value.
+
+    NaN matches NaN; `True` does not match `1`; tuples match elementwise; dtypes and enum
+    members match by identity.
+    """
+    if expected is None or type(expected) is bool:
+        return value is expected
+    if type(expected) is float:
+        if math.isnan(expected):
+            return type(value) is float and value != value  # noqa: PLR0124  # NaN test
+        return type(value) is float and value == expected
+    if type(expected) in (int, str):
+        return type(value) is type(expected) and value == expected
+    if type(expected) is tuple:
+        if type(value) is not tuple or len(value) != len(expected):
+            return False
+        return all(constant_matches(v, e) for v, e in zip(value, expected))
+    if isinstance(expected, enum.Enum) or type(expected).__name__ == "dtype":
+        return value is expected
+    # torch.device
+    return type(value) is type(expected) and value == expected
+
+
+@dataclass(frozen=True, slots=True)
+class EqualsMatch(Check):
+    """The value equals a constant of the same type (see `constant_matches`)."""
+
+    value: Any
+
+    def __post_init__(self) -> None:
+        if not is_guardable_constant(self.value):
+            raise TypeError(f"EqualsMatch does not support constants of type "
+                            f"{type(self.value).__name__}: {self.value!r}")
+
+    def describe(self, subject: str) -> str:
+        return f"{subject} == {self.value!r}"
+
+
+@dataclass(frozen=True, slots=True)
+class LengthMatch(Check):
+    """`len(value) == length`."""
+
+    length: int
+
+    def describe(self, subject: str) -> str:
+        return f"len({subject}) == {self.length}"
+
+
+@dataclass(frozen=True, slots=True)
+class DictKeysMatch(Check):
+    """`tuple(value.keys()) == keys`: the same keys in the same order."""
+
+    keys: tuple[Any, ...]
+
+    def describe(self, subject: str) -> str:
+        return f"tuple({subject}.keys()) == {self.keys!r}"
+
+
+@dataclass(frozen=True, slots=True)
+class NotNone(Check):
+    """`value is not None`."""
+
+    def describe(self, subject: str) -> str:
+        return f"{subject} is not None"
+
+
+@dataclass(frozen=True, slots=True)
+class TensorMatch(Check):
+    """A tensor's exact class, dtype, device, requires_grad, sizes, strides, dispatch keys.
+
+    A `None` entry in `shape` or `strides` is left unchecked (a dynamic dimension, whose
+    size is then usually bound as a symbol and constrained by relations). Strides are
+    compared only where they can matter: at dimensions whose size is not 1, and not at all
+    when the tensor has no elements. `dispatch_keys` is the raw dispatch key set
+    (`torch._C._dispatch_keys(t).raw_repr()`), or None to leave it unchecked.
+    Build with `TensorMatch.from_tensor(t, dynamic_dims=...)`.
+    """
+
+    cls: type
+    dtype: Any
+    device: Any
+    requires_grad: bool
+    shape: tuple[int | None, ...]
+    strides: tuple[int | None, ...]
+    dispatch_keys: int | None = None
+
+    @staticmethod
+    def from_tensor(tensor: Any, dynamic_dims: tuple[int, ...] | frozenset[int] = (),
+                    *, dispatch_keys: bool = True) -> TensorMatch:
+        """The match for `tensor` as it is now, leaving `dynamic_dims` unchecked.
+
+        With dynamic dimensions, a stride is left unchecked too if it may depend on a
+        dynamic size: when some dynamic dimension has a smaller stride (is further inside).
+        """
+        import torch
+
+        dynamic = frozenset(dynamic_dims)
+        sizes = tuple(int(s) for s in tensor.shape)
+        strides_now = tuple(int(s) for s in tensor.stride())
+        shape = tuple(None if i in dynamic else s for i, s in enumerate(sizes))
+        strides = tuple(
+            None if any(strides_now[j] < st for j in dynamic if j != i) else st
+            for i, st in enumerate(strides_now)
+        )
+        keys = torch._C._dispatch_keys(tensor).raw_repr() if dispatch_keys else None
+        return TensorMatch(type(tensor), tensor.dtype, tensor.device,
+                           bool(tensor.requires_grad), shape, strides, keys)
+
+    def describe(self, subject: str) -> str:
+        keys = "" if self.dispatch_keys is None else f", dispatch_keys={self.dispatch_keys:#x}"
+        return (f"tensor {subject}: {_type_name(self.cls)} {self.dtype} {self.device} "
+                f"requires_grad={self.requires_grad} shape={_dims(self.shape)} "
+                f"strides={_dims(self.strides)}{keys}")
+
+
+@dataclass(frozen=True, slots=True)
+class GlobalStateMatch(Check):
+    """Torch's global state as it was at compile time; `None` fields are unchecked.
+
+    `autocast` is a tuple of (device_type, enabled, dtype) per device type checked.
+    Build with `GlobalStateMatch.current()`. Hangs off the tree's root (no source).
+    """
+
+    grad_enabled: bool | None = None
+    default_dtype: Any = None
+    deterministic: bool | None = None
+    autocast: tuple[tuple[str, bool, Any], ...] | None = None
+
+    @staticmethod
+    def current(autocast_devices: tuple[str, ...] = ("cpu", "cuda")) -> GlobalStateMatch:
+        """The state now: grad mode, default dtype, deterministic algorithms, autocast."""
+        import torch
+
+        autocast = tuple(
+            (device, bool(torch.is_autocast_enabled(device)), torch.get_autocast_dtype(device))
+            for device in autocast_devices
+        )
+        return GlobalStateMatch(
+            grad_enabled=torch.is_grad_enabled(),
+            default_dtype=torch.get_default_dtype(),
+            deterministic=torch.are_deterministic_algorithms_enabled(),
+            autocast=autocast,
+        )
+
+    def describe(self, subject: str) -> str:
+        parts = []
+        if self.grad_enabled is not None:
+            parts.append(f"grad_enabled={self.grad_enabled}")
+        if self.default_dtype is not None:
+            parts.append(f"default_dtype={self.default_dtype}")
+        if self.deterministic is not None:
+            parts.append(f"deterministic={self.deterministic}")
+        if self.autocast is not None:
+            parts.append("autocast=" + ",".join(
+                f"{d}:{'on' if on else 'off'}:{dt}" for d, on, dt in self.autocast))
+        return "global state: " + " ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class BackendMatch(Check):
+    """The backend active for this call (see `backend_scope`) is the one compiled for.
+
+    Keeps one function compiled with two backends as two cache entries. Hangs off the root.
+    """
+
+    backend_id: int
+    label: str = field(default="", compare=False)
+
+    @staticmethod
+    def of(backend: object) -> BackendMatch:
+        """The check that `backend` is the active backend."""
+        return BackendMatch(id(backend), _short_repr(backend))
+
+    def describe(self, subject: str) -> str:
+        return f"active backend is {self.label} (id {self.backend_id})"
+
+
+@dataclass(frozen=True, slots=True)
+class SymbolBind(Check):
+    """Binds the int at this source to a size symbol (`s0 = L['x'].shape[0]`).
+
+    Fails if the value is not an int. Added by `GuardBuilder.bind_symbol`.
+    """
+
+    symbol: str
+
+    def describe(self, subject: str) -> str:
+        return f"{self.symbol} = {subject}"
+
+
+@dataclass(frozen=True, slots=True)
+class RelationCheck(Check):
+    """A relation between bound size symbols, placed right after its last symbol is bound.
+
+    Added by `GuardBuilder.add_relation`.
+    """
+
+    relation: Relation
+
+    def describe(self, subject: str) -> str:
+        return f"assert {self.relation.render()}"
+
+
+def _type_name(cls: type) -> str:
+    module = cls.__module__
+    if module in ("builtins", ""):
+        return cls.__qualname__
+    return f"{module}.{cls.__qualname__}"
+
+
+def _short_repr(obj: object, limit: int = 60) -> str:
+    try:
+        text = repr(obj)
+    except Exception:  # noqa: BLE001  # a broken __repr__ must not break guard building
+        text = f"<{type(obj).__name__} object>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _dims(values: tuple[int | None, ...]) -> str:
+    return "(" + ", ".join("?" if v is None else str(v) for v in values) + ")"

@@ -1,0 +1,72 @@
+"""The guards package's options: declared once, typed, with an env var and help each.
+
+Environment variables are read here only (at import, and again by `GuardsConfig.from_env`).
+`patch(...)` overrides options within a block (tests, `reset`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One option: default value, environment variable and help text."""
+
+    default: int
+    env: str
+    help: str
+
+
+OPTIONS: dict[str, Option] = {
+    "cache_size_limit": Option(
+        8, "GUARDS_CACHE_SIZE_LIMIT",
+        "Entries kept per code object before the cache reports 'limit reached' and the "
+        "caller should run eagerly."),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class GuardsConfig:
+    """The guards options (see `OPTIONS` for help and env vars)."""
+
+    cache_size_limit: int = OPTIONS["cache_size_limit"].default
+
+    @staticmethod
+    def from_env() -> GuardsConfig:
+        """Defaults overridden by the options' environment variables."""
+        values: dict[str, int] = {}
+        for name, option in OPTIONS.items():
+            text = os.environ.get(option.env)
+            if text:
+                values[name] = int(text)
+        return GuardsConfig(**values)
+
+
+_current = GuardsConfig.from_env()
+
+
+def get_config() -> GuardsConfig:
+    """The options in effect now."""
+    return _current
+
+
+def list_options() -> dict[str, str]:
+    """Option name -> one-line help."""
+    return {name: option.help for name, option in OPTIONS.items()}
+
+
+@contextlib.contextmanager
+def patch(**changes: int) -> Iterator[GuardsConfig]:
+    """Within the block, the given options take the given values."""
+    global _current
+    previous = _current
+    _current = dataclasses.replace(previous, **changes)
+    try:
+        yield _current
+    finally:
+        _current = previous
