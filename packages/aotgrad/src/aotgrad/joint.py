@@ -7,6 +7,11 @@ IR out: `JointGraph.gm` with placeholders `primals_1..n`, `tangents_1..m` return
 `(*forward_outputs, *grads)`: the first `num_fwd_outputs` values are the new values of mutated
 inputs followed by the user outputs the graph computes, then one gradient per primal (None
 where the primal does not require grad or gets no gradient). See INTERFACES.md.
+
+The user program itself runs under autograd while tracing (not a replay of its ATen graph),
+so `torch.no_grad()` regions, `detach()` and custom `autograd.Function`s keep their meaning.
+User outputs that are views of inputs or of other outputs get no tangent: the runtime
+wrapper regenerates them as views, outside the compiled graphs.
 """
 
 from __future__ import annotations
@@ -18,12 +23,13 @@ from typing import Any
 import torch
 import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._pytree import tree_flatten
 
 from aotgrad.decompositions import get_decompositions
 from aotgrad.functionalize import FunctionalGraph, functionalize
-from aotgrad.trace import AtenTracer, fake_inputs, new_fake_mode, run_with_meta, trace
+from aotgrad.trace import AtenTracer, new_fake_mode, run_with_meta, trace
 
-__all__ = ["JointGraph", "build_joint", "trace_forward", "joint_from_forward"]
+__all__ = ["JointGraph", "build_joint", "fresh_fakes", "trace_forward", "trace_joint"]
 
 
 @dataclasses.dataclass
@@ -36,7 +42,8 @@ class JointGraph:
         requires_grad: per primal, whether it gets a gradient output (may still be None).
         tangent_outputs: indices (into the forward outputs) of the outputs with a tangent,
             in the order of `tangents_1..m`.
-        forward: the functionalized forward (mutated inputs, output views) it was built from.
+        forward: the functionalization record of the joint: mutated inputs, how each user
+            output is produced (`OutputSpec`), with `gm` the joint graph itself.
         fake_mode: the fake mode of every example value in `gm`.
     """
 
@@ -56,22 +63,48 @@ class JointGraph:
         return self.forward.mutated_inputs
 
 
-def _detached(fakes: Sequence[object]) -> list[object]:
-    return [f.detach() if isinstance(f, torch.Tensor) else f for f in fakes]
+def fresh_fakes(fake_mode: FakeTensorMode, values: Sequence[object]) -> list[object]:
+    """New fake leaves with the metadata (requires_grad included) of `values`.
+
+    NOTE: each trace gets its own fakes: the program may mutate its inputs, and
+    `FakeTensorMode.from_tensor` would hand back the same (already mutated) fake.
+    """
+    out: list[object] = []
+    with fake_mode:
+        for value in values:
+            if isinstance(value, torch.Tensor):
+                fake = torch.empty_strided(tuple(value.shape), tuple(value.stride()),
+                                           dtype=value.dtype, device=value.device)
+                if value.requires_grad:
+                    fake.requires_grad_(True)
+                out.append(fake)
+            else:
+                out.append(value)
+    return out
+
+
+def _names(prefix: str, count: int) -> list[str]:
+    return [f"{prefix}_{i + 1}" for i in range(count)]
 
 
 def trace_forward(
     fn: Callable[..., Any],
-    fake_args: Sequence[object],
+    inputs: Sequence[object],
     fake_mode: FakeTensorMode,
     decompositions: Mapping[Any, Callable[..., Any]],
+    *,
+    grad_enabled: bool = False,
 ) -> tuple[FunctionalGraph, Any]:
-    """Trace `fn` to ATen without autograd and functionalize it; returns (graph, out spec)."""
-    with fake_mode:
-        args = _detached(fake_args)
-    names = [f"primals_{i + 1}" for i in range(len(args))]
+    """Trace `fn` to ATen and functionalize it; returns (graph, pytree spec of fn's result).
+
+    With `grad_enabled`, inputs keep their requires_grad and autograd runs (so the graph's
+    `output_requires_grad` is known); the recorded graph is the forward only either way.
+    """
+    args = fresh_fakes(fake_mode, inputs)
+    if not grad_enabled:
+        args = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
     raw, spec = trace(fn, args, fake_mode=fake_mode, decompositions=decompositions,
-                      arg_names=names)
+                      arg_names=_names("primals", len(args)), grad_enabled=grad_enabled)
     return functionalize(raw, fake_mode), spec
 
 
@@ -79,51 +112,59 @@ def _differentiable(value: object) -> bool:
     return isinstance(value, torch.Tensor) and value.requires_grad
 
 
-def joint_from_forward(
+def trace_joint(
+    fn: Callable[..., Any],
+    inputs: Sequence[object],
     forward: FunctionalGraph,
-    primals: Sequence[object],
     fake_mode: FakeTensorMode,
     decompositions: Mapping[Any, Callable[..., Any]],
 ) -> JointGraph:
-    """Trace forward and backward of a functional forward graph on fake `primals`.
+    """Trace `fn` and `torch.autograd.grad` of its outputs together, then functionalize.
 
-    `primals` are fake tensors whose `requires_grad` says which inputs get gradients.
+    `forward` is `fn`'s functional forward traced with grad enabled: it says which user
+    outputs the graph computes and which require grad (those get tangents).
     """
+    primals = fresh_fakes(fake_mode, inputs)
     requires_grad = [_differentiable(p) for p in primals]
-    # A dry run (no recording) tells which forward outputs require grad, so that the
-    # tangent placeholders can be made before tracing.
-    with fake_mode, torch.enable_grad():
-        dry = forward.gm(*primals)
-    tangent_outputs = [i for i, v in enumerate(dry) if _differentiable(v)]
+    flat_examples = [
+        n.meta["example_value"] for n in forward.gm.graph.nodes if n.op == "output"
+    ][0]
+    user_examples = list(flat_examples[len(forward.mutated_inputs):])
+    tangent_for = [j for j, spec in enumerate(forward.outputs)
+                   if spec.kind == "graph" and forward.output_requires_grad[j]]
     with fake_mode:
-        tangents = [torch.empty(dry[i].shape, dtype=dry[i].dtype, device=dry[i].device)
-                    for i in tangent_outputs]
-    del dry
+        tangents = []
+        for j in tangent_for:
+            example = user_examples[forward.outputs[j].index]
+            tangents.append(torch.empty(tuple(example.shape), dtype=example.dtype,
+                                        device=example.device))
 
     tracer = AtenTracer(fake_mode, decompositions)
-    tracer.placeholders([f"primals_{i + 1}" for i in range(len(primals))], primals)
-    tracer.placeholders([f"tangents_{i + 1}" for i in range(len(tangents))], tangents)
+    tracer.placeholders(_names("primals", len(primals)), primals)
+    tracer.placeholders(_names("tangents", len(tangents)), tangents)
     with fake_mode, tracer, torch.enable_grad():
-        outs = list(run_with_meta(forward.gm, list(primals), tracer))
-        diff_inputs = [p for p, rg in zip(primals, requires_grad) if rg]
+        flat = tree_flatten(run_with_meta(fn, list(primals), tracer))[0]
         grads: list[object] = [None] * len(primals)
-        diff_outs = [outs[i] for i in tangent_outputs]
+        diff_inputs = [p for p, rg in zip(primals, requires_grad) if rg]
+        diff_outs = [flat[j] for j in tangent_for]
         if diff_inputs and diff_outs:
-            computed = torch.autograd.grad(diff_outs, diff_inputs, tangents,
-                                           allow_unused=True)
+            computed = torch.autograd.grad(diff_outs, diff_inputs, tangents, allow_unused=True)
             positions = [i for i, rg in enumerate(requires_grad) if rg]
             for position, grad in zip(positions, computed):
                 grads[position] = grad
-        # NOTE: forward outputs leave autograd here; the joint graph is a plain value graph.
-        tracer.output_flat([*outs, *grads])
-    raw = tracer.graph_module()
-    joint = functionalize(raw, fake_mode, keep_outputs=True)
+        tracer.output_flat([*flat, *grads])
+    joint = functionalize(tracer.graph_module(), fake_mode, keep_tail=len(primals))
+    if joint.mutated_inputs != forward.mutated_inputs or [
+        s.kind for s in joint.outputs] != [s.kind for s in forward.outputs]:
+        raise RuntimeError("the joint trace disagrees with the forward trace on mutations or "
+                           "output aliasing (the program is not deterministic under tracing)")
+    num_mutated = len(joint.mutated_inputs)
     return JointGraph(
         gm=joint.gm,
-        num_fwd_outputs=len(outs),
+        num_fwd_outputs=joint.num_graph_outputs,
         requires_grad=requires_grad,
-        tangent_outputs=tangent_outputs,
-        forward=forward,
+        tangent_outputs=[num_mutated + joint.outputs[j].index for j in tangent_for],
+        forward=joint,
         fake_mode=fake_mode,
     )
 
@@ -140,10 +181,9 @@ def build_joint(
     This is the entry point the partitioners use: `build_joint(gm, example_inputs).gm` is
     the joint graph of INTERFACES.md and `.num_fwd_outputs` its number of forward outputs.
     `example_inputs` may be real or fake tensors; their `requires_grad` decides which primals
-    get gradients. `gm` must return a tuple/list (or a single tensor).
+    get gradients. `gm` may return a tensor, a tuple/list or any pytree of tensors.
     """
     mode = fake_mode or new_fake_mode()
     table = get_decompositions(decompositions)
-    fakes = fake_inputs(mode, example_inputs)
-    forward, _ = trace_forward(gm, fakes, mode, table)
-    return joint_from_forward(forward, fakes, mode, table)
+    forward, _ = trace_forward(gm, example_inputs, mode, table, grad_enabled=True)
+    return trace_joint(gm, example_inputs, forward, mode, table)

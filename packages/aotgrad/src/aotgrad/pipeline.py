@@ -17,9 +17,9 @@ import torch
 from aotgrad import config as _config
 from aotgrad.decompositions import get_decompositions
 from aotgrad.functionalize import assert_functional
-from aotgrad.joint import joint_from_forward, trace_forward
+from aotgrad.joint import trace_forward, trace_joint
 from aotgrad.runtime import Compiler, InferenceRunner, SavedBytesCounter, TrainingRunner
-from aotgrad.trace import fake_inputs, new_fake_mode
+from aotgrad.trace import new_fake_mode
 
 __all__ = ["PartitionFnLike", "compile_inference", "compile_training", "resolve_partitioner"]
 
@@ -42,7 +42,7 @@ def compile_inference(fn: Callable[..., Any], tensors: Sequence[torch.Tensor],
                       ) -> tuple[InferenceRunner, Any]:
     mode = new_fake_mode()
     table = get_decompositions(decompositions)
-    forward, out_spec = trace_forward(fn, fake_inputs(mode, tensors), mode, table)
+    forward, out_spec = trace_forward(fn, tensors, mode, table)
     assert_functional(forward.gm)
     return InferenceRunner(forward, fw_compiler), out_spec
 
@@ -53,14 +53,13 @@ def compile_training(fn: Callable[..., Any], tensors: Sequence[torch.Tensor],
                      counter: SavedBytesCounter) -> tuple[TrainingRunner, Any]:
     mode = new_fake_mode()
     table = get_decompositions(decompositions)
-    fakes = fake_inputs(mode, tensors)
-    forward, out_spec = trace_forward(fn, fakes, mode, table)
-    joint = joint_from_forward(forward, fakes, mode, table)
+    forward, out_spec = trace_forward(fn, tensors, mode, table, grad_enabled=True)
+    joint = trace_joint(fn, tensors, forward, mode, table)
     assert_functional(joint.gm)
     partition = resolve_partitioner(partition_fn)
     fw_gm, bw_gm = partition(joint.gm, num_fwd_outputs=joint.num_fwd_outputs,
                              config=_config.config().partition_config())
-    runner = TrainingRunner(forward, fw_gm, bw_gm, num_fwd_outputs=joint.num_fwd_outputs,
+    runner = TrainingRunner(joint.forward, fw_gm, bw_gm, num_fwd_outputs=joint.num_fwd_outputs,
                             tangent_outputs=joint.tangent_outputs, fw_compiler=fw_compiler,
                             bw_compiler=bw_compiler, counter=counter)
     return runner, out_spec

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 __all__ = ["AtenTracer", "TraceError", "trace", "new_fake_mode", "COPIED_META_KEYS"]
@@ -97,7 +97,8 @@ class AtenTracer(TorchDispatchMode):
             real = value
         name = f"_tensor_constant{self._num_constants}"
         self._num_constants += 1
-        real = real.detach().clone()
+        with _disable_current_modes():
+            real = real.detach().clone()
         setattr(self.root, name, real)
         node = self.graph.get_attr(name)
         with self.fake_mode:

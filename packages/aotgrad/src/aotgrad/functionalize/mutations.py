@@ -58,10 +58,14 @@ class FunctionalGraph:
     mutated_inputs: list[int]  # input indices, in the order of the first graph outputs
     outputs: list[OutputSpec]  # one per user output
     num_user_graph_outputs: int
+    num_kept: int = 0  # trailing outputs kept as they are (the joint's gradients)
 
     @property
     def num_graph_outputs(self) -> int:
+        """Forward outputs: the new values of mutated inputs, then the user outputs."""
         return len(self.mutated_inputs) + self.num_user_graph_outputs
+
+    output_requires_grad: tuple[bool, ...] = ()  # per user output, as traced
 
 
 # --------------------------------------------------------------------------- functional variants
@@ -307,7 +311,7 @@ class _Functionalizer:
         self.new_storage(node, value)
 
     _mutation_items: dict[fx.Node, dict[int, fx.Node]]
-    keep_outputs: bool = False
+    keep_tail: int = 0
 
     def _mutation(self, node: fx.Node, op: torch._ops.OpOverload) -> None:
         variant = functional_variant(op)
@@ -364,8 +368,8 @@ class _Functionalizer:
     def _finish(self, output_node: fx.Node) -> FunctionalGraph:
         (flat,) = output_node.args
         assert isinstance(flat, (tuple, list))
-        if self.keep_outputs:
-            return self._finish_kept(list(flat))
+        tail = list(flat[len(flat) - self.keep_tail:]) if self.keep_tail else []
+        flat = flat[:len(flat) - self.keep_tail]
         specs: list[OutputSpec] = []
         user_values: list[fx.Node] = []
         whole_outputs: dict[int, int] = {}  # id(storage) -> user output index (plain base)
@@ -389,29 +393,20 @@ class _Functionalizer:
             user_values.append(self.read(out))
         mutated = [s for s in self.storages if s.input_index is not None and s.version > 0]
         mutated.sort(key=lambda s: s.input_index or 0)
-        values = [s.current for s in mutated] + user_values
-        out = self.graph.output(tuple(values))
-        out.meta["example_value"] = tuple(v.meta["example_value"] for v in values)
-        self.graph.eliminate_dead_code()
-        self.graph.lint()
-        gm = fx.GraphModule(self.gm, self.graph)
-        return FunctionalGraph(gm, [s.input_index for s in mutated  # type: ignore[misc]
-                                    ], specs, len(user_values))
-
-
-    def _finish_kept(self, flat: list[Any]) -> FunctionalGraph:
-        """Every output stays a graph output, in place (None included): for joint graphs."""
-        if any(s.input_index is not None and s.version > 0 for s in self.storages):
-            raise FunctionalizationError("a joint graph must not mutate its inputs")
-        values = [self.read(o) if isinstance(o, fx.Node) else o for o in flat]
+        kept = [self.read(t) if isinstance(t, fx.Node) else t for t in tail]
+        values = [s.current for s in mutated] + user_values + kept
         out = self.graph.output(tuple(values))
         out.meta["example_value"] = tuple(
             v.meta["example_value"] if isinstance(v, fx.Node) else v for v in values)
         self.graph.eliminate_dead_code()
         self.graph.lint()
         gm = fx.GraphModule(self.gm, self.graph)
-        specs = [OutputSpec("graph", i) for i in range(len(values))]
-        return FunctionalGraph(gm, [], specs, len(values))
+        mutated_indices = [s.input_index for s in mutated if s.input_index is not None]
+        requires_grad = tuple(
+            isinstance(o, fx.Node) and isinstance(o.meta.get("example_value"), torch.Tensor)
+            and bool(o.meta["example_value"].requires_grad) for o in flat)
+        return FunctionalGraph(gm, mutated_indices, specs, len(user_values), len(kept),
+                               requires_grad)
 
 
 def _bind_arguments(node: fx.Node, schema: Any) -> dict[str, Any]:
@@ -425,17 +420,18 @@ def _bind_arguments(node: fx.Node, schema: Any) -> dict[str, Any]:
 
 
 def functionalize(gm: fx.GraphModule, fake_mode: FakeTensorMode | None = None, *,
-                  keep_outputs: bool = False) -> FunctionalGraph:
+                  keep_tail: int = 0) -> FunctionalGraph:
     """Remove every mutation and every aliasing-then-mutation from a traced ATen graph.
 
-    With `keep_outputs`, every output of `gm` stays a graph output in its place (joint
-    graphs); otherwise views of inputs/outputs are described by `OutputSpec`s instead.
+    The graph's outputs become: the new values of mutated inputs, the user outputs that the
+    graph computes (views of inputs/outputs are described by `OutputSpec`s instead), then
+    the last `keep_tail` outputs of `gm` as they are (None kept; the joint's gradients).
     """
     if fake_mode is None:
         fake_mode = _find_fake_mode(gm.graph.nodes)
     pass_ = _Functionalizer(gm, fake_mode)
     pass_._mutation_items = {}
-    pass_.keep_outputs = keep_outputs
+    pass_.keep_tail = keep_tail
     return pass_.run()
 
 
