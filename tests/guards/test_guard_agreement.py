@@ -1,0 +1,257 @@
+"""Property test: the generated guard and the interpreter always agree.
+
+Random trees over random nested values (dicts, lists, tuples, objects, tensors, scalars),
+with random checks (most built to pass on the original values), and random inputs made by
+mutating the originals. The compiled result must equal `interpret(...) is None`, and a
+failing guard must come with a reason.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import types
+from typing import Any
+
+import torch
+from guards import (
+    AttrSource,
+    DictKeysMatch,
+    EqualsMatch,
+    GlobalStateMatch,
+    GuardBuilder,
+    ItemSource,
+    LengthMatch,
+    LocalSource,
+    NotNone,
+    Relation,
+    SizeSource,
+    Source,
+    StrideSource,
+    Sym,
+    TensorMatch,
+    TypeMatch,
+    compile_guard,
+    explain,
+    interpret,
+)
+from guards.exprs import Const
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+SCALARS: list[object] = [0, 1, -3, 7, True, False, None, 1.5, math.nan, -0.0, "a", "train",
+                         (1, "x"), (True,), (1.0, (2, None))]
+
+
+def _tensor(rng: random.Random) -> torch.Tensor:
+    shape = tuple(rng.choice([1, 2, 3, 4]) for _ in range(rng.randint(0, 3)))
+    t = torch.randn(shape, dtype=rng.choice([torch.float32, torch.float64]))
+    if t.dim() >= 2 and rng.random() < 0.3:
+        t = t.transpose(0, 1)
+    if rng.random() < 0.2:
+        t.requires_grad_(True)
+    return t
+
+
+def _value(rng: random.Random, depth: int) -> object:
+    kind = rng.random()
+    if depth <= 0 or kind < 0.35:
+        return rng.choice(SCALARS) if rng.random() < 0.6 else _tensor(rng)
+    n = rng.randint(0, 3)
+    if kind < 0.55:
+        return {rng.choice(["a", "b", "c", 1, 2]): _value(rng, depth - 1) for _ in range(n)}
+    if kind < 0.75:
+        return [_value(rng, depth - 1) for _ in range(n)]
+    if kind < 0.85:
+        return tuple(_value(rng, depth - 1) for _ in range(n))
+    ns = types.SimpleNamespace()
+    for name in ("p", "q", "r")[:n]:
+        setattr(ns, name, _value(rng, depth - 1))
+    return ns
+
+
+def _children(value: object) -> list[tuple[Any, object, bool]]:
+    """(key, child value, is_attr) for each child."""
+    if isinstance(value, dict):
+        return [(k, v, False) for k, v in value.items()]
+    if isinstance(value, (list, tuple)):
+        return [(i, v, False) for i, v in enumerate(value)]
+    if isinstance(value, types.SimpleNamespace):
+        return [(k, v, True) for k, v in vars(value).items()]
+    return []
+
+
+def _sources(rng: random.Random, L: dict[str, object]) -> list[tuple[Source, object]]:
+    out: list[tuple[Source, object]] = []
+
+    def walk(source: Source, value: object, depth: int) -> None:
+        out.append((source, value))
+        if depth > 4:
+            return
+        for key, child, is_attr in _children(value):
+            if rng.random() < 0.7:
+                sub = AttrSource(source, key) if is_attr else ItemSource(source, key)
+                walk(sub, child, depth + 1)
+
+    for name, value in L.items():
+        walk(LocalSource(name), value, 0)
+    if rng.random() < 0.1:  # a source that does not exist: the guard must fail, not raise
+        source = rng.choice(out)[0]
+        missing = rng.choice([AttrSource(source, "missing"), ItemSource(source, 99),
+                              LocalSource("absent")])
+        out.append((missing, None))
+    return out
+
+
+def _check_for(rng: random.Random, value: object) -> Any:
+    """A check that (usually) passes for `value`."""
+    options: list[Any] = [TypeMatch(type(value)), NotNone()]
+    if isinstance(value, torch.Tensor):
+        dims = frozenset(i for i in range(value.dim()) if rng.random() < 0.3)
+        options += [TensorMatch.from_tensor(value, dims, dispatch_keys=rng.random() < 0.5)] * 3
+    try:
+        options.append(EqualsMatch(value))
+    except TypeError:
+        pass
+    if isinstance(value, (dict, list, tuple)):
+        options.append(LengthMatch(len(value)))
+    if isinstance(value, dict):
+        options.append(DictKeysMatch(tuple(value.keys())))
+    if rng.random() < 0.03:
+        options.append(rng.choice([TypeMatch(int), EqualsMatch(rng.choice(SCALARS)),
+                                   LengthMatch(2)]))
+    return rng.choice(options)
+
+
+def _build(rng: random.Random, L: dict[str, object]) -> GuardBuilder:
+    b = GuardBuilder()
+    if rng.random() < 0.3:
+        b.add_global(GlobalStateMatch.current())
+    symbols: dict[str, int] = {}
+    for source, value in _sources(rng, L):
+        if rng.random() < 0.8:
+            b.add(source, _check_for(rng, value))
+        if isinstance(value, torch.Tensor) and value.dim() and rng.random() < 0.5:
+            index = rng.randrange(value.dim())
+            name = f"s{len(symbols)}"
+            size_or_stride = SizeSource if rng.random() < 0.8 else StrideSource
+            b.bind_symbol(name, size_or_stride(source, index))
+            symbols[name] = int(value.shape[index] if size_or_stride is SizeSource
+                                else value.stride()[index])
+    names = list(symbols)
+    for _ in range(rng.randint(0, 3) if names else 0):
+        a = Sym(rng.choice(names))
+        c = Sym(rng.choice(names))
+        rel = rng.choice([
+            Relation.of(a, "==", c),
+            Relation.of(a % rng.randint(1, 4), "==", 0),
+            Relation((Const(1), a, Const(8)), ("<=", "<=")),
+            Relation.of(a * 2 - c, ">", rng.randint(-4, 4)),
+            Relation.of(c // (a - 1), "!=", 3),  # may divide by zero: a failure either way
+        ])
+        b.add_relation(rel)
+    return b
+
+
+def _mutate_tensor(rng: random.Random, t: torch.Tensor) -> torch.Tensor:
+    kind = rng.randrange(9)
+    shape = tuple(t.shape)
+    if kind == 0:
+        return t.detach().clone().requires_grad_(not t.requires_grad)
+    if kind == 1:
+        return t.detach().double() if t.dtype == torch.float32 else t.detach().float()
+    if kind == 2 and t.dim() >= 2:  # same shape, other strides
+        return torch.randn(tuple(reversed(shape)), dtype=t.dtype).permute(
+            *reversed(range(t.dim())))
+    if kind == 3 and t.dim():  # one size changes
+        i = rng.randrange(t.dim())
+        new = list(shape)
+        new[i] = rng.choice([1, 2, 5, 8])
+        return torch.randn(new, dtype=t.dtype)
+    if kind == 4:  # size-1 dimensions get other strides: still the same layout
+        strides = [st if size != 1 else rng.randint(1, 9) for size, st in zip(shape, t.stride())]
+        return torch.randn(64, dtype=t.dtype).as_strided(shape, strides)
+    if kind == 5:
+        with torch.inference_mode():
+            return torch.randn(shape, dtype=t.dtype)
+    if kind == 6:
+        return torch.ones(shape, dtype=torch.complex64).conj()
+    if kind == 7 and t.dim():  # a broadcast (stride 0) view
+        return torch.randn(shape[-1:] or (1,), dtype=t.dtype).expand(shape)
+    return t.detach().clone().requires_grad_(t.requires_grad)
+
+
+def _mutate_leaf(rng: random.Random, value: object) -> object:
+    if isinstance(value, torch.Tensor):
+        return _mutate_tensor(rng, value)
+    if isinstance(value, dict) and value and rng.random() < 0.5:
+        out = dict(value)
+        if rng.random() < 0.5:
+            out.pop(rng.choice(list(out)))
+        else:
+            out = dict(reversed(list(out.items())))
+        return out
+    if isinstance(value, list) and rng.random() < 0.5:
+        return value + [0]
+    if isinstance(value, types.SimpleNamespace) and vars(value) and rng.random() < 0.5:
+        ns = types.SimpleNamespace(**vars(value))
+        delattr(ns, rng.choice(list(vars(ns))))
+        return ns
+    return rng.choice(SCALARS) if rng.random() < 0.7 else _value(rng, 1)
+
+
+def _copy(value: object) -> object:
+    """A structural copy sharing the leaves (tensors, scalars)."""
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_copy(v) for v in value)
+    if isinstance(value, types.SimpleNamespace):
+        return types.SimpleNamespace(**{k: _copy(v) for k, v in vars(value).items()})
+    return value
+
+
+def _mutate(rng: random.Random, L: dict[str, object]) -> dict[str, object]:
+    """A copy of L with exactly one value somewhere replaced (usually a small change)."""
+    out: dict[str, object] = {k: _copy(v) for k, v in L.items()}
+    holder: Any = out
+    key: Any = rng.choice(list(out))
+    while True:
+        value = holder[key] if not isinstance(holder, types.SimpleNamespace) \
+            else getattr(holder, key)
+        kids = _children(value)
+        if not kids or rng.random() < 0.35:
+            break
+        child_key, _, _ = rng.choice(kids)
+        if isinstance(value, tuple):  # tuples are immutable: rebuild, then descend
+            value = list(value)
+            _set(holder, key, value)
+        holder, key = value, child_key
+    _set(holder, key, _mutate_leaf(rng, value))
+    return out
+
+
+def _set(holder: Any, key: Any, value: object) -> None:
+    if isinstance(holder, types.SimpleNamespace):
+        setattr(holder, key, value)
+    else:
+        holder[key] = value
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_compiled_and_interpreted_agree(rng: random.Random) -> None:
+    L = {name: _value(rng, 3) for name in ("x", "y", "cfg")[: rng.randint(1, 3)]}
+    tree = _build(rng, L).build()
+    guard = compile_guard(tree)
+    assert guard.fn(L, {}) == (interpret(tree, L, {}) is None), guard.source
+    for _ in range(10):
+        inputs = _mutate(rng, L)
+        passed = guard.fn(inputs, {})
+        failure = interpret(tree, inputs, {})
+        assert passed == (failure is None), (guard.source, failure)
+        if not passed:
+            reason = explain(tree, inputs, {})
+            assert isinstance(reason, str) and reason
