@@ -1,5 +1,97 @@
-"""Bytecode capture: a symbolic CPython bytecode interpreter producing FX graphs, guards and resume functions."""
+"""Bytecode capture: a symbolic CPython bytecode interpreter producing FX graphs, guards and
+transformed code.
+
+    import capture
+    fast = capture.optimize(fn, backend="eager", fullgraph=True)
+    fast(x)        # first call traces fn's bytecode into an FX graph; later calls hit the cache
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from capture import policy
+from capture.backends import backend_name as _backend_name
+from capture.backends import list_backends, lookup_backend, register_backend
+from capture.config import config
+from capture.frame import CompiledFunction, is_compiling, reset_all, run_disabled
+from capture.graph_break import BackendCompilerFailed, Unsupported
+from capture.module_wrapper import OptimizedModule, make_trampoline
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = [
+    "BackendCompilerFailed",
+    "CompiledFunction",
+    "OptimizedModule",
+    "Unsupported",
+    "__version__",
+    "config",
+    "disable",
+    "is_compiling",
+    "list_backends",
+    "lookup_backend",
+    "optimize",
+    "register_backend",
+    "reset",
+]
+
+
+def optimize(
+    target: Any,
+    *,
+    backend: str | Callable[..., Any] = "eager",
+    fullgraph: bool = False,
+    dynamic: bool | None = None,
+) -> Any:
+    """Compile `target` (function, bound method or nn.Module) with `backend`.
+
+    Returns a wrapper: a `CompiledFunction` for functions and methods, an `OptimizedModule`
+    for modules. `dynamic=True` is accepted and treated as static shapes for now.
+    """
+    if isinstance(backend, str):
+        backend_fn = lookup_backend(backend)
+        name = backend
+    elif callable(backend):
+        backend_fn = backend
+        name = _backend_name(backend)
+    else:
+        raise TypeError(f"backend must be a name or a callable, got {type(backend).__name__}")
+    del dynamic  # NOTE: static shapes only; guards recompile on shape changes.
+    if isinstance(target, OptimizedModule):
+        target = target._orig_mod
+    if isinstance(target, torch.nn.Module):
+        call = CompiledFunction(make_trampoline(), backend_fn, name, fullgraph)
+        return OptimizedModule(target, call)
+    if isinstance(target, CompiledFunction):
+        target = target.fn
+    if isinstance(target, types.MethodType) and isinstance(target.__func__, types.FunctionType):
+        return CompiledFunction(target.__func__, backend_fn, name, fullgraph, target.__self__)
+    if isinstance(target, types.FunctionType):
+        return CompiledFunction(target, backend_fn, name, fullgraph)
+    if callable(target) and isinstance(getattr(target, "__call__", None), types.MethodType):
+        call_fn = target.__call__.__func__  # type: ignore[operator]  # bound __call__
+        return CompiledFunction(call_fn, backend_fn, name, fullgraph, target)
+    raise TypeError(f"capture.optimize: cannot compile {type(target).__name__} objects")
+
+
+def reset() -> None:
+    """Forget every compiled entry (all wrappers' caches)."""
+    reset_all()
+
+
+def disable(fn: Callable[..., Any] | None = None, recursive: bool = True) -> Any:
+    """Run `fn` eagerly, never captured (usable as a decorator)."""
+    if fn is None:
+        return functools.partial(disable, recursive=recursive)
+    inner = fn.fn if isinstance(fn, CompiledFunction) else fn
+    wrapped = run_disabled(inner)
+    code = getattr(wrapped, "__code__", None)
+    if code is not None:
+        policy.mark_disabled(code)
+    return wrapped

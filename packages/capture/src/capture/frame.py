@@ -1,0 +1,361 @@
+"""Frame interception in pure Python: the compiled wrapper, its guard cache, compiling a
+frame on a miss, recompile logging and the eager fallbacks.
+
+Hot path per call: bind arguments to a dict (a generated binder per code object), run the
+cache's compiled guard functions, call the transformed function.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import itertools
+import logging
+import threading
+import time
+import types
+import warnings
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import guards
+import torch
+from guards.sources import LocalSource
+
+from capture import backends, logs
+from capture.bytecode import codegen
+from capture.bytecode.instructions import format_code
+from capture.config import config
+from capture.graph_break import BackendCompilerFailed, Unsupported
+from capture.guard_builder import build_tree
+from capture.output_graph import OutputGraph
+from capture.values import CellValue, Value
+from capture.values.wrap import wrap
+
+log = logging.getLogger("capture")
+
+_frame_ids = itertools.count()
+_all_wrappers: weakref.WeakSet[CompiledFunction] = weakref.WeakSet()
+_state = threading.local()
+
+
+def is_compiling() -> bool:
+    """True while capture is tracing a frame."""
+    return bool(getattr(_state, "compiling", False))
+
+
+@dataclass
+class CompileRecord:
+    """What one compile produced (kept for tests, `explain`-style tools and the demo)."""
+
+    graph: torch.fx.GraphModule | None
+    guard_tree: guards.GuardTree
+    code: types.CodeType | None
+    capture_seconds: float
+    unsupported: Unsupported | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def make_binder(fn: types.FunctionType) -> Callable[..., dict[str, object]]:
+    """A function with `fn`'s signature that returns its arguments (and free variables) by name."""
+    code = fn.__code__
+    nargs = code.co_argcount
+    nposonly = code.co_posonlyargcount
+    nkwonly = code.co_kwonlyargcount
+    names = list(code.co_varnames[: nargs + nkwonly])
+    params = []
+    for i, name in enumerate(names[:nargs]):
+        params.append(name)
+        if i + 1 == nposonly:
+            params.append("/")
+    index = nargs + nkwonly
+    extra: list[str] = []
+    if code.co_flags & inspect.CO_VARARGS:
+        params.append("*" + code.co_varnames[index])
+        extra.append(code.co_varnames[index])
+        index += 1
+    elif nkwonly:
+        params.append("*")
+    params.extend(names[nargs:])
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        params.append("**" + code.co_varnames[index])
+        extra.append(code.co_varnames[index])
+    entries = [f"{n!r}: {n}" for n in names + extra]
+    for i, free in enumerate(code.co_freevars):
+        entries.append(f"{free!r}: _cell{i}.cell_contents")
+    src = f"def _bind({', '.join(params)}):\n    return {{{', '.join(entries)}}}\n"
+    namespace: dict[str, Any] = {}
+    for i, cell in enumerate(fn.__closure__ or ()):
+        namespace[f"_cell{i}"] = cell
+    exec(compile(src, f"<capture binder {code.co_name}>", "exec"), namespace)  # noqa: S102
+    binder: Any = namespace["_bind"]
+    binder.__defaults__ = fn.__defaults__
+    binder.__kwdefaults__ = fn.__kwdefaults__
+    return binder  # type: ignore[no-any-return]  # built by exec
+
+
+class CompiledFunction:
+    """The wrapper returned by `capture.optimize` for a function."""
+
+    def __init__(
+        self,
+        fn: types.FunctionType,
+        backend: Callable[..., Any],
+        backend_name: str,
+        fullgraph: bool,
+        self_obj: object | None = None,
+    ) -> None:
+        self.fn = fn
+        self.code = fn.__code__
+        self.f_globals = fn.__globals__
+        self.backend = backend
+        self.backend_name = backend_name
+        self.fullgraph = fullgraph
+        self.self_obj = self_obj
+        self.cache: guards.GuardCache[Callable[..., Any]] = guards.GuardCache(None)
+        self.frame_id = next(_frame_ids)
+        self.compiles: list[CompileRecord] = []
+        self._binder = make_binder(fn)
+        self._logged_fallback = False
+        self._warned_limit = False
+        _all_wrappers.add(self)
+        functools.update_wrapper(self, fn)  # type: ignore[arg-type]  # sets __wrapped__ etc.
+
+    @property
+    def limit(self) -> int:
+        return config.cache_size_limit
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.self_obj is not None:
+            args = (self.self_obj, *args)
+        if getattr(_state, "compiling", False) or getattr(_state, "disabled", 0):
+            return self.fn(*args, **kwargs)
+        L = self._binder(*args, **kwargs)
+        G = self.f_globals
+        for entry in self.cache._entries:
+            if entry.check(L, G):
+                return entry.value(*args, **kwargs)
+        return self._miss(args, kwargs, L)
+
+    def __get__(self, obj: object, objtype: type | None = None) -> Any:
+        if obj is None:
+            return self
+        return types.MethodType(self, obj)
+
+    # -- misses ----------------------------------------------------------------------------
+    def _miss(self, args: tuple[Any, ...], kwargs: dict[str, Any], L: dict[str, object]) -> Any:
+        G = self.f_globals
+        cache = self.cache
+        if len(cache):
+            hit = cache.lookup(L, G)
+            if hit is not None:
+                return hit(*args, **kwargs)
+            reasons = [guards.explain(e.tree, L, G) or "?" for e in cache.entries]
+            if len(cache) >= self.limit:
+                if not self._warned_limit:
+                    self._warned_limit = True
+                    warnings.warn(
+                        f"capture: cache_size_limit ({self.limit}) reached for "
+                        f"{self.code.co_name} ({self.code.co_filename}:{self.code.co_firstlineno}); "
+                        f"running it eagerly from now on. Last failure: {reasons[0]}",
+                        stacklevel=3,
+                    )
+                return self.fn(*args, **kwargs)
+            if config.log_recompiles:
+                logs.recompile_log.warning(
+                    "[%d/%d] recompiling %s (%s:%d): %s",
+                    self.frame_id,
+                    len(cache),
+                    self.code.co_name,
+                    self.code.co_filename,
+                    self.code.co_firstlineno,
+                    reasons[0],
+                )
+        entry_fn = self._compile(L)
+        return entry_fn(*args, **kwargs)
+
+    def _compile(self, L: dict[str, object]) -> Callable[..., Any]:
+        marker = f"{self.frame_id}/{len(self.cache)}"
+        start = time.perf_counter()
+        global_state = guards.GlobalStateMatch.current()
+        output = OutputGraph(self.f_globals, self.code.co_name)
+        grad_mode = torch.is_grad_enabled()
+        autocast_state = torch.is_autocast_enabled("cpu")
+        _state.compiling = True
+        try:
+            new_code, gm = _trace_and_codegen(self, output, L, marker)
+        except Unsupported as e:
+            if self.fullgraph:
+                raise
+            tree = build_tree(output.guards.values(), global_state)
+            self.compiles.append(CompileRecord(None, tree, None, time.perf_counter() - start, e))
+            if not self._logged_fallback:
+                self._logged_fallback = True
+                log.warning(
+                    "[%s] capture could not compile %s; running it eagerly. Reason: %s",
+                    marker,
+                    self.code.co_name,
+                    e,
+                )
+            self._add_entry(tree, self.fn)
+            return self.fn
+        finally:
+            _state.compiling = False
+            torch._C._set_grad_enabled(grad_mode)
+            del autocast_state
+        tree = build_tree(output.guards.values(), global_state)
+        fn = types.FunctionType(
+            new_code, self.f_globals, self.fn.__name__, self.fn.__defaults__, self.fn.__closure__
+        )
+        fn.__kwdefaults__ = self.fn.__kwdefaults__
+        record = CompileRecord(gm, tree, new_code, time.perf_counter() - start)
+        self.compiles.append(record)
+        if config.verbose or logs.guards_log.isEnabledFor(logging.DEBUG):
+            logs.verbose_print("guards", marker, tree.render())
+            logs.verbose_print("bytecode", marker, "original:\n" + format_code(self.code)
+                               + "\ntransformed:\n" + format_code(new_code))
+        self._add_entry(tree, fn)
+        return fn
+
+    def _add_entry(self, tree: guards.GuardTree, value: Callable[..., Any]) -> None:
+        try:
+            self.cache.add(tree, value)
+        except guards.CacheLimitReached:
+            pass
+
+    def reset(self) -> None:
+        self.cache.clear()
+        self.compiles.clear()
+        self._warned_limit = False
+        self._logged_fallback = False
+
+
+def _trace_and_codegen(
+    cf: CompiledFunction, output: OutputGraph, L: dict[str, object], marker: str
+) -> tuple[types.CodeType, torch.fx.GraphModule | None]:
+    from capture.interp import load_handlers
+    from capture.interp.translator import Translator
+
+    load_handlers()
+    code = cf.code
+    f_locals: dict[str, Value] = {}
+    cells: dict[str, CellValue] = {}
+    for name, value in L.items():
+        wrapped = wrap(output, value, LocalSource(name))
+        if name in code.co_freevars:
+            cells[name] = CellValue(wrapped, LocalSource(name))
+        else:
+            f_locals[name] = wrapped
+    tx = Translator(output, code, cf.f_globals, f_locals, cells)
+    result = tx.run()
+    output.current_tx = None
+    cg = codegen.CodeBuilder(code)
+    cg.reconstruct(result)
+    cg.store_fast(codegen.RETURN_TMP)
+    _replay_side_effects(cg, output)
+    cg.load_fast(codegen.RETURN_TMP)
+    cg.instrs.append(codegen.Instr("RETURN_VALUE"))
+    body = cg.instrs
+    gm: torch.fx.GraphModule | None = None
+    has_calls = any(n.op != "placeholder" for n in output.graph.nodes)
+    if has_calls or cg.graph_outputs:
+        output.graph.output(tuple(v.node for v in cg.graph_outputs))
+        gm = torch.fx.GraphModule(torch.nn.Module(), output.graph, "CapturedGraph")
+        if config.verbose or logs.graph_log.isEnabledFor(logging.DEBUG):
+            logs.verbose_print("graph", marker, gm.print_readable(print_output=False))
+        example_inputs = [tensor for _, tensor, _ in output.inputs]
+        compiled = _call_backend(cf, gm, example_inputs)
+        pre = codegen.CodeBuilder(code)
+        pre.load_callable(compiled)
+        for source, _, _ in output.inputs:
+            pre.load_source(source)
+        pre.call_function(len(output.inputs))
+        pre.store_fast(codegen.GRAPH_OUT)
+        body = pre.instrs + body
+    return codegen.assemble(code, body), gm
+
+
+def _call_backend(
+    cf: CompiledFunction, gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]
+) -> Callable[..., Any]:
+    _state.compiling = False
+    try:
+        return cf.backend(gm, example_inputs)  # type: ignore[no-any-return]
+    except Exception as e:
+        if config.suppress_errors:
+            warnings.warn(
+                f"capture: backend {cf.backend_name!r} raised {type(e).__name__}: {e}; "
+                "running the graph eagerly",
+                stacklevel=4,
+            )
+            return backends.eager(gm, example_inputs)
+        raise BackendCompilerFailed(cf.backend_name, e) from e
+    finally:
+        _state.compiling = True
+
+
+def _replay_side_effects(cg: codegen.CodeBuilder, output: OutputGraph) -> None:
+    from capture.values import DictValue, ListValue, SetValue
+
+    effects = output.side_effects
+    for value in effects.containers.values():
+        if isinstance(value, ListValue):
+            helper: Any = codegen.replace_list
+        elif isinstance(value, DictValue):
+            helper = codegen.replace_dict
+        elif isinstance(value, SetValue):
+            helper = codegen.replace_set
+        else:
+            continue
+        cg.load_callable(helper)
+        assert value.source is not None
+        cg.load_source(value.source)
+        source = value.source
+        value.source = None
+        try:
+            cg.reconstruct(value)
+        finally:
+            value.source = source
+        cg.call_function(2)
+        cg.instrs.append(codegen.Instr("POP_TOP"))
+    for owner, attrs in effects.attr_writes.values():
+        for name, attr_value in attrs.items():
+            cg.reconstruct(attr_value)
+            cg.reconstruct(owner)
+            cg.instrs.append(codegen.Instr("STORE_ATTR", name))
+    for f_globals, name, gvalue in effects.global_writes.values():
+        cg.reconstruct(gvalue)
+        if f_globals is output.root_globals:
+            cg.instrs.append(codegen.Instr("STORE_GLOBAL", name))
+        else:
+            cg.load_object(f_globals)
+            cg.load_const(name)
+            cg.instrs.append(codegen.Instr("STORE_SUBSCR"))
+
+
+def reset_all() -> None:
+    """Forget every compiled entry of every wrapper."""
+    for wrapper in list(_all_wrappers):
+        wrapper.reset()
+    guards.clear_all_caches()
+
+
+class _Disabled:
+    """Context: wrappers called inside run their original function."""
+
+    def __enter__(self) -> None:
+        _state.disabled = getattr(_state, "disabled", 0) + 1
+
+    def __exit__(self, *exc: object) -> None:
+        _state.disabled -= 1
+
+
+def run_disabled(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def inner(*args: Any, **kwargs: Any) -> Any:
+        with _Disabled():
+            return fn(*args, **kwargs)
+
+    return inner

@@ -1,0 +1,271 @@
+"""Attribute reads and writes on values (`obj.name`, `obj.name = v`).
+
+Modules read parameters, buffers and submodules through guarded sources; existing objects
+read real attributes (guarded); objects created while tracing keep attributes in the value.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from typing import TYPE_CHECKING
+
+import torch
+from guards.sources import AttrSource, BufferSource, ParamSource, SubmoduleSource
+
+from capture import torch_ops
+from capture.graph_break import GraphBreakKind, unsupported
+from capture.values import (
+    ConstantValue,
+    DictValue,
+    FunctionValue,
+    ListValue,
+    MethodValue,
+    ModuleValue,
+    ObjectValue,
+    SetValue,
+    SuperValue,
+    TensorValue,
+    TupleValue,
+    Value,
+)
+from capture.values.wrap import wrap
+
+if TYPE_CHECKING:
+    from capture.interp.translator import Translator
+
+
+class AttrMissing(Exception):
+    """The attribute does not exist (what AttributeError would be in eager)."""
+
+
+def get_attr(tx: Translator, value: Value, name: str) -> Value:
+    """`value.name`; raises AttrMissing if the attribute does not exist."""
+    output = tx.output
+    if isinstance(value, TensorValue):
+        attr = torch_ops.tensor_attribute(tx, value, name)
+        if attr is not None:
+            return attr
+        func = inspect.getattr_static(torch.Tensor, name, None)
+        if func is None:
+            raise AttrMissing(name)
+        if isinstance(func, property):
+            return torch_ops.call_torch(tx, getattr, [value, ConstantValue(name)], {})
+        return MethodValue(value, ConstantValue(getattr(torch.Tensor, name)))
+    if isinstance(value, ModuleValue):
+        return _module_attr(tx, value, name)
+    if isinstance(value, ObjectValue):
+        return _object_attr(tx, value, name)
+    if isinstance(value, ConstantValue):
+        obj = value.value
+        if value.source is not None and not isinstance(obj, types.ModuleType):
+            pending = output.side_effects.pending_attr(value, name)
+            if pending is not None:
+                return pending
+        try:
+            result = getattr(obj, name)
+        except AttributeError:
+            raise AttrMissing(name) from None
+        if isinstance(obj, types.ModuleType):
+            source = AttrSource(value.source, name) if value.source is not None else None
+            if isinstance(result, torch.Tensor) or isinstance(result, (list, dict)):
+                return wrap(output, result, source)
+            return wrap(output, result, None)
+        if isinstance(obj, type) and isinstance(inspect.getattr_static(obj, name, None), (types.FunctionType,)):
+            return ConstantValue(result)
+        if isinstance(result, (types.BuiltinMethodType, types.MethodType)) and not isinstance(obj, type):
+            func = getattr(type(obj), name, None)
+            if func is not None:
+                return MethodValue(value, ConstantValue(func))
+        return wrap(output, result, None)
+    if isinstance(value, TupleValue):
+        fields = getattr(value.cls, "_fields", None) or getattr(value.cls, "__match_args__", None)
+        if fields and name in fields:
+            return value.items[list(fields).index(name)]
+        return _builtin_method(value, value.cls, name)
+    if isinstance(value, (ListValue, DictValue, SetValue)):
+        cls = value.python_type()
+        if isinstance(value, DictValue) and value.cls is not dict:
+            cls = value.cls
+        return _builtin_method(value, cls, name)
+    if isinstance(value, SuperValue):
+        return _super_attr(tx, value, name)
+    if isinstance(value, FunctionValue):
+        if name in ("__name__", "__qualname__"):
+            return ConstantValue(value.name)
+        if name == "__code__":
+            return ConstantValue(value.code)
+    if isinstance(value, MethodValue):
+        if name == "__self__":
+            return value.self_value
+        if name == "__func__":
+            return value.func
+        if name in ("__name__", "__qualname__") and isinstance(value.func, ConstantValue):
+            return ConstantValue(getattr(value.func.value, name))
+    raise unsupported(
+        GraphBreakKind.UNSUPPORTED_OBJECT, f"attribute {name!r} of {value.describe()}"
+    )
+
+
+def _builtin_method(value: Value, cls: type, name: str) -> Value:
+    func = getattr(cls, name, None)
+    if func is None:
+        raise AttrMissing(name)
+    return MethodValue(value, ConstantValue(func))
+
+
+def _class_attr(tx: Translator, owner: Value, cls: type, name: str) -> Value | None:
+    """Look `name` up on the class: methods bind to `owner`, properties run their getter."""
+    from capture.interp.calls import call_value
+
+    static = None
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            static = klass.__dict__[name]
+            break
+    else:
+        return None
+    if isinstance(static, types.FunctionType):
+        return MethodValue(owner, ConstantValue(static))
+    if isinstance(static, staticmethod):
+        return ConstantValue(static.__func__)
+    if isinstance(static, classmethod):
+        return MethodValue(ConstantValue(cls), ConstantValue(static.__func__))
+    if isinstance(static, property) and static.fget is not None:
+        return call_value(tx, ConstantValue(static.fget), [owner], {})
+    return None
+
+
+def _module_attr(tx: Translator, mv: ModuleValue, name: str) -> Value:
+    output = tx.output
+    module = mv.module
+    pending = output.side_effects.pending_attr(mv, name)
+    if pending is not None:
+        return pending
+    src = mv.source
+    d = module.__dict__
+    if name in d:
+        return wrap(output, d[name], AttrSource(src, name) if src is not None else None)
+    params = d.get("_parameters", {})
+    if name in params:
+        p = params[name]
+        if p is None:
+            return ConstantValue(None)
+        return wrap(output, p, ParamSource(src, name) if src is not None else None)
+    buffers = d.get("_buffers", {})
+    if name in buffers:
+        b = buffers[name]
+        if b is None:
+            return ConstantValue(None)
+        return wrap(output, b, BufferSource(src, name) if src is not None else None)
+    modules = d.get("_modules", {})
+    if name in modules:
+        sub = modules[name]
+        if sub is None:
+            return ConstantValue(None)
+        value = wrap(output, sub, SubmoduleSource(src, name) if src is not None else None)
+        if isinstance(value, ModuleValue) and value.path == "<module>":
+            value.path = f"{mv.path}.{name}"
+        return value
+    if name == "__class__":
+        return ConstantValue(type(module))
+    found = _class_attr(tx, mv, type(module), name)
+    if found is not None:
+        return found
+    try:
+        result = getattr(module, name)
+    except AttributeError:
+        raise AttrMissing(name) from None
+    return wrap(output, result, AttrSource(src, name) if src is not None else None)
+
+
+def _object_attr(tx: Translator, ov: ObjectValue, name: str) -> Value:
+    output = tx.output
+    if name in ov.attrs:
+        return ov.attrs[name]
+    if name == "__class__":
+        return ConstantValue(ov.cls)
+    if name == "__dict__" and ov.obj is None:
+        return DictValue({k: (ConstantValue(k), v) for k, v in ov.attrs.items()})
+    if ov.obj is None:
+        found = _class_attr(tx, ov, ov.cls, name)
+        if found is not None:
+            return found
+        try:
+            result = getattr(ov.cls, name)
+        except AttributeError:
+            raise AttrMissing(name) from None
+        return wrap(output, result, None)
+    pending = output.side_effects.pending_attr(ov, name)
+    if pending is not None:
+        return pending
+    obj = ov.obj
+    src = ov.source
+    instance_dict = getattr(obj, "__dict__", None)
+    if isinstance(instance_dict, dict) and name in instance_dict:
+        return wrap(output, instance_dict[name], AttrSource(src, name) if src else None)
+    static = None
+    for klass in type(obj).__mro__:
+        if name in klass.__dict__:
+            static = klass.__dict__[name]
+            break
+    if isinstance(static, (types.FunctionType, staticmethod, classmethod)):
+        found = _class_attr(tx, ov, type(obj), name)
+        assert found is not None
+        return found
+    try:
+        result = getattr(obj, name)
+    except AttributeError:
+        raise AttrMissing(name) from None
+    return wrap(output, result, AttrSource(src, name) if src else None)
+
+
+def _super_attr(tx: Translator, sv: SuperValue, name: str) -> Value:
+    obj_type = sv.obj.python_type()
+    if isinstance(sv.obj, ConstantValue) and isinstance(sv.obj.value, type):
+        obj_type = sv.obj.value
+    mro = obj_type.__mro__
+    start = mro.index(sv.cls) + 1 if sv.cls in mro else 0
+    for klass in mro[start:]:
+        if name in klass.__dict__:
+            static = klass.__dict__[name]
+            if isinstance(static, types.FunctionType):
+                return MethodValue(sv.obj, ConstantValue(static))
+            if isinstance(static, staticmethod):
+                return ConstantValue(static.__func__)
+            if isinstance(static, classmethod):
+                return MethodValue(ConstantValue(obj_type), ConstantValue(static.__func__))
+            if isinstance(static, property) and static.fget is not None:
+                from capture.interp.calls import call_value
+
+                return call_value(tx, ConstantValue(static.fget), [sv.obj], {})
+            if callable(static):
+                return MethodValue(sv.obj, ConstantValue(static))
+            return wrap(tx.output, static, None)
+    raise AttrMissing(name)
+
+
+def store_attr(tx: Translator, owner: Value, name: str, value: Value) -> None:
+    """`owner.name = value`."""
+    output = tx.output
+    if isinstance(owner, ObjectValue) and owner.obj is None:
+        setter = inspect.getattr_static(owner.cls, "__setattr__", object.__setattr__)
+        if setter is not object.__setattr__ and inspect.isfunction(setter):
+            from capture.interp.calls import call_value
+
+            call_value(tx, ConstantValue(setter), [owner, ConstantValue(name), value], {})
+            return
+        owner.attrs[name] = value
+        return
+    if isinstance(owner, (ObjectValue, ModuleValue)) and owner.source is not None:
+        if isinstance(owner, ModuleValue) and isinstance(value, TensorValue):
+            if name in owner.module._parameters or name in owner.module._buffers:
+                raise unsupported(
+                    GraphBreakKind.UNSUPPORTED_OBJECT,
+                    f"assigning to the parameter/buffer {name!r} of {owner.describe()}",
+                )
+        output.side_effects.store_attr(owner, name, value)
+        return
+    raise unsupported(
+        GraphBreakKind.UNSUPPORTED_OBJECT, f"setting attribute {name!r} on {owner.describe()}"
+    )

@@ -1,0 +1,943 @@
+"""Special callables: Python builtins, container methods, grad-mode and autocast context
+managers, and the constant-folding rule for pure callables on constants.
+
+`lookup(fn)` returns a handler `(tx, args, kwargs) -> Value` or None.
+"""
+
+from __future__ import annotations
+
+import builtins
+import collections
+import dataclasses
+import functools
+import math
+import operator
+import types
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from capture.graph_break import HINT_DATA_DEPENDENT, GraphBreakKind, unsupported
+from capture.interp import operators
+from capture.values import (
+    ConstantValue,
+    ContextValue,
+    DictValue,
+    FunctionValue,
+    IteratorValue,
+    ListValue,
+    MethodValue,
+    ModuleValue,
+    ObjectValue,
+    PartialValue,
+    SetValue,
+    SuperValue,
+    TensorValue,
+    TupleValue,
+    Value,
+)
+
+if TYPE_CHECKING:
+    from capture.interp.translator import Translator
+
+SpecialHandler = Callable[["Translator", list[Value], dict[str, Value]], Value]
+_TABLE: dict[int, tuple[object, SpecialHandler]] = {}
+
+
+def special(*fns: object) -> Callable[[SpecialHandler], SpecialHandler]:
+    def decorate(handler: SpecialHandler) -> SpecialHandler:
+        for fn in fns:
+            _TABLE[id(fn)] = (fn, handler)
+        return handler
+
+    return decorate
+
+
+def lookup(fn: object) -> SpecialHandler | None:
+    entry = _TABLE.get(id(fn))
+    if entry is not None and entry[0] is fn:
+        return entry[1]
+    return None
+
+
+NONE = ConstantValue(None)
+
+
+def _const(value: Value, what: str) -> Any:
+    ok, obj = operators.python_constant(value)
+    if not ok:
+        raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"{what} of {value.describe()}")
+    return obj
+
+
+# -- constant folding -----------------------------------------------------------------
+_PURE_MODULES = ("math", "operator", "_operator", "builtins", "string", "re", "itertools", "enum")
+_PURE_TYPES = (str, int, float, bool, tuple, bytes, complex, frozenset, type(None), range, slice, torch.Size, torch.dtype, torch.device)
+
+
+def try_fold(fn: object, args: list[Value], kwargs: dict[str, Value]) -> Value | None:
+    """Call `fn` for real if it is pure and every argument is a constant."""
+    if not _is_pure(fn):
+        return None
+    values = []
+    for a in args:
+        ok, obj = operators.python_constant(a)
+        if not ok:
+            return None
+        values.append(obj)
+    kw = {}
+    for k, v in kwargs.items():
+        ok, obj = operators.python_constant(v)
+        if not ok:
+            return None
+        kw[k] = obj
+    try:
+        result = fn(*values, **kw)  # type: ignore[operator]  # checked callable
+    except Exception as e:  # noqa: BLE001  # eager would raise this at the same line
+        raise unsupported(
+            GraphBreakKind.EXCEPTION, f"{getattr(fn, '__name__', fn)} raised {type(e).__name__}: {e}"
+        ) from None
+    from capture.values.wrap import wrap
+
+    return wrap_constant_result(result)
+
+
+def wrap_constant_result(result: object) -> Value:
+    if isinstance(result, list):
+        return ListValue([wrap_constant_result(x) for x in result])
+    if isinstance(result, dict):
+        return DictValue({k: (ConstantValue(k), wrap_constant_result(v)) for k, v in result.items()})
+    return ConstantValue(result)
+
+
+def _is_pure(fn: object) -> bool:
+    if isinstance(fn, type):
+        return fn in _PURE_TYPES or fn in (torch.finfo, torch.iinfo) or issubclass(fn, (str, int, float)) and fn.__module__ == "builtins"
+    objclass = getattr(fn, "__objclass__", None)
+    if objclass is not None:
+        return objclass in _PURE_TYPES
+    self_obj = getattr(fn, "__self__", None)
+    if isinstance(fn, types.BuiltinFunctionType) and isinstance(self_obj, _PURE_TYPES):
+        return True
+    mod = getattr(fn, "__module__", None) or ""
+    if isinstance(fn, (types.BuiltinFunctionType, functools.partial)) and mod in _PURE_MODULES:
+        return True
+    return False
+
+
+# -- builtins ---------------------------------------------------------------------------
+@special(len)
+def _len(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    (value,) = args
+    if isinstance(value, TensorValue):
+        if value.fake.dim() == 0:
+            raise unsupported(GraphBreakKind.EXCEPTION, "len() of a 0-d tensor")
+        return ConstantValue(value.fake.shape[0])
+    if isinstance(value, (ListValue, TupleValue, DictValue, SetValue)):
+        return ConstantValue(len(value.items))
+    if isinstance(value, ModuleValue):
+        return ConstantValue(len(value.module))  # type: ignore[arg-type]  # ModuleList etc.
+    if isinstance(value, ObjectValue) and value.dict_items is not None:
+        return ConstantValue(len(value.dict_items.items))
+    if isinstance(value, ObjectValue):
+        from capture.interp.calls import call_value
+
+        method = getattr(value.cls, "__len__", None)
+        if method is not None and hasattr(method, "__code__"):
+            return call_value(tx, ConstantValue(method), [value], {})
+    return ConstantValue(len(_const(value, "len()")))
+
+
+def _classinfo(value: Value) -> Any:
+    ok, obj = operators.python_constant(value)
+    if not ok:
+        raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, "isinstance() with a non-constant type")
+    return obj
+
+
+@special(isinstance)
+def _isinstance(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    value, classinfo = args
+    cls_info = _classinfo(classinfo)
+    if isinstance(value, ConstantValue):
+        return ConstantValue(isinstance(value.value, cls_info))
+    if isinstance(value, ModuleValue):
+        return ConstantValue(isinstance(value.module, cls_info))
+    if isinstance(value, ObjectValue) and value.obj is not None:
+        return ConstantValue(isinstance(value.obj, cls_info))
+    cls = value.python_type()
+    return ConstantValue(issubclass(cls, cls_info))
+
+
+@special(issubclass)
+def _issubclass(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return ConstantValue(issubclass(_const(args[0], "issubclass"), _classinfo(args[1])))
+
+
+@special(type)
+def _type(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    if len(args) != 1:
+        raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, "type() with 3 arguments")
+    value = args[0]
+    if isinstance(value, ConstantValue):
+        return ConstantValue(type(value.value))
+    if isinstance(value, ModuleValue):
+        return ConstantValue(type(value.module))
+    return ConstantValue(value.python_type())
+
+
+@special(getattr)
+def _getattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    from capture.interp.attributes import AttrMissing, get_attr
+
+    name = _const(args[1], "getattr name")
+    try:
+        return get_attr(tx, args[0], name)
+    except AttrMissing:
+        if len(args) == 3:
+            return args[2]
+        raise unsupported(
+            GraphBreakKind.EXCEPTION, f"AttributeError: {args[0].describe()} has no {name!r}"
+        ) from None
+
+
+@special(hasattr)
+def _hasattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    from capture.interp.attributes import AttrMissing, get_attr
+
+    name = _const(args[1], "hasattr name")
+    try:
+        get_attr(tx, args[0], name)
+    except AttrMissing:
+        return ConstantValue(False)
+    return ConstantValue(True)
+
+
+@special(setattr)
+def _setattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    from capture.interp.attributes import store_attr
+
+    store_attr(tx, args[0], _const(args[1], "setattr name"), args[2])
+    return NONE
+
+
+@special(object.__setattr__)
+def _object_setattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    owner, name, value = args
+    if isinstance(owner, ObjectValue) and owner.obj is None:
+        owner.attrs[_const(name, "attribute name")] = value
+        return NONE
+    from capture.interp.attributes import store_attr
+
+    store_attr(tx, owner, _const(name, "attribute name"), value)
+    return NONE
+
+
+@special(super)
+def _super(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    if args:
+        cls = _const(args[0], "super() class")
+        return SuperValue(cls, args[1])
+    cell = tx.cells.get("__class__")
+    if cell is None or cell.contents is None:
+        raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, "zero-argument super() without __class__")
+    first = tx.code.co_varnames[0]
+    obj = tx.locals.get(first)
+    if obj is None:
+        first_cell = tx.cells.get(first)
+        obj = first_cell.contents if first_cell is not None else None
+    if obj is None:
+        raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, "super() without a first argument")
+    return SuperValue(_const(cell.contents, "__class__"), obj)
+
+
+@special(range)
+def _range(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return ConstantValue(range(*[_const(a, "range()") for a in args]))
+
+
+@special(iter)
+def _iter(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return iterate(tx, args[0])
+
+
+@special(next)
+def _next(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    it = args[0]
+    if not isinstance(it, IteratorValue):
+        it = iterate(tx, it)
+    item = it.next_item()
+    if item is None:
+        if len(args) > 1:
+            return args[1]
+        raise unsupported(GraphBreakKind.EXCEPTION, "StopIteration from next()")
+    return item
+
+
+def iterate(tx: Translator, value: Value) -> IteratorValue:
+    """iter(value) with its items known now."""
+    if isinstance(value, IteratorValue):
+        return value
+    if isinstance(value, TensorValue):
+        n = value.fake.shape[0] if value.fake.dim() else 0
+        if value.fake.dim() == 0:
+            raise unsupported(GraphBreakKind.EXCEPTION, "iteration over a 0-d tensor")
+        return IteratorValue(
+            [operators.get_item(tx, value, ConstantValue(i)) for i in range(n)]
+        )
+    if isinstance(value, ModuleValue):
+        module = value.module
+        if isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential)):
+            return IteratorValue(
+                [operators.get_item(tx, value, ConstantValue(i)) for i in range(len(module))]
+            )
+        if isinstance(module, torch.nn.ModuleDict):
+            return IteratorValue([ConstantValue(k) for k in module.keys()])
+        if isinstance(module, torch.nn.ParameterList):
+            from capture.interp.attributes import get_attr
+
+            return IteratorValue([get_attr(tx, value, str(i)) for i in range(len(module))])
+    if isinstance(value, ObjectValue):
+        if value.dict_items is not None:
+            return IteratorValue(value.dict_items.unpack())
+        method = getattr(value.cls, "__iter__", None)
+        if method is not None and hasattr(method, "__code__"):
+            from capture.interp.calls import call_value
+
+            return iterate(tx, call_value(tx, ConstantValue(method), [value], {}))
+    return IteratorValue(value.unpack())
+
+
+def _items(tx: Translator, value: Value) -> list[Value]:
+    return iterate(tx, value).unpack()
+
+
+@special(zip)
+def _zip(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    lists = [_items(tx, a) for a in args]
+    if kwargs.get("strict") is not None and _const(kwargs["strict"], "strict"):
+        if len({len(x) for x in lists}) > 1:
+            raise unsupported(GraphBreakKind.EXCEPTION, "zip(strict=True) length mismatch")
+    return IteratorValue([TupleValue(list(group)) for group in zip(*lists)])
+
+
+@special(enumerate)
+def _enumerate(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    start = _const(args[1], "start") if len(args) > 1 else 0
+    if "start" in kwargs:
+        start = _const(kwargs["start"], "start")
+    return IteratorValue(
+        [TupleValue([ConstantValue(i + start), x]) for i, x in enumerate(_items(tx, args[0]))]
+    )
+
+
+@special(reversed)
+def _reversed(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return IteratorValue(list(reversed(_items(tx, args[0]))))
+
+
+@special(map)
+def _map(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    from capture.interp.calls import call_value
+
+    lists = [_items(tx, a) for a in args[1:]]
+    return IteratorValue([call_value(tx, args[0], list(group), {}) for group in zip(*lists)])
+
+
+@special(filter)
+def _filter(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    from capture.interp.calls import call_value
+
+    out = []
+    for item in _items(tx, args[1]):
+        keep = item if _const(args[0], "filter") is None else call_value(tx, args[0], [item], {})
+        if operators.truth(tx, keep):
+            out.append(item)
+    return IteratorValue(out)
+
+
+@special(list)
+def _list(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return ListValue(_items(tx, args[0]) if args else [])
+
+
+@special(tuple)
+def _tuple(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return TupleValue(_items(tx, args[0]) if args else [])
+
+
+@special(set)
+def _set(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    out: dict[object, Value] = {}
+    for item in _items(tx, args[0]) if args else []:
+        out[_const(item, "set item")] = item
+    return SetValue(out)
+
+
+@special(frozenset)
+def _frozenset(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return ConstantValue(frozenset(_const(i, "frozenset item") for i in (_items(tx, args[0]) if args else [])))
+
+
+def dict_update(
+    tx: Translator, target: DictValue, args: list[Value], kwargs: dict[str, Value]
+) -> None:
+    if args:
+        source = args[0]
+        if isinstance(source, DictValue):
+            target.items.update(source.items)
+        elif isinstance(source, ObjectValue) and source.dict_items is not None:
+            target.items.update(source.dict_items.items)
+        else:
+            for pair in _items(tx, source):
+                k, v = pair.unpack()
+                target.items[_const(k, "dict key")] = (k, v)
+    for k, v in kwargs.items():
+        target.items[k] = (ConstantValue(k), v)
+
+
+@special(dict, collections.OrderedDict)
+def _dict(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    out = DictValue({})
+    dict_update(tx, out, args, kwargs)
+    return out
+
+
+@special(collections.defaultdict)
+def _defaultdict(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    out = DictValue({}, None, collections.defaultdict)
+    out.default_factory = args[0] if args else NONE
+    return out
+
+
+def _reduce(tx: Translator, args: list[Value], kwargs: dict[str, Value], op: Any, name: str) -> Value:
+    from capture.interp.calls import call_value
+
+    items = _items(tx, args[0]) if len(args) == 1 else list(args)
+    key = kwargs.get("key")
+    consts = [operators.python_constant(i) for i in items]
+    if key is None and all(ok for ok, _ in consts) and "default" not in kwargs:
+        return ConstantValue(op([c for _, c in consts]))
+    if not items:
+        if "default" in kwargs:
+            return kwargs["default"]
+        raise unsupported(GraphBreakKind.EXCEPTION, f"{name}() of an empty sequence")
+    if any(isinstance(i, TensorValue) for i in items):
+        raise unsupported(GraphBreakKind.DATA_DEPENDENT, f"{name}() over tensors", HINT_DATA_DEPENDENT)
+    if key is not None:
+        keyed = [(_const(call_value(tx, key, [i], {}), "key"), n) for n, i in enumerate(items)]
+        best = op(keyed, key=lambda p: p[0])
+        return items[best[1]]
+    raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"{name}() of non-constants")
+
+
+@special(min)
+def _min(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return _reduce(tx, args, kwargs, min, "min")
+
+
+@special(max)
+def _max(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return _reduce(tx, args, kwargs, max, "max")
+
+
+@special(sum)
+def _sum(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    items = _items(tx, args[0])
+    total: Value = args[1] if len(args) > 1 else kwargs.get("start", ConstantValue(0))
+    for item in items:
+        total = operators.apply_operator(tx, operator.add, [total, item])
+    return total
+
+
+@special(any)
+def _any(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    items = _items(tx, args[0])
+    return ConstantValue(any(operators.truth(tx, i) for i in items))
+
+
+@special(all)
+def _all(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    items = _items(tx, args[0])
+    return ConstantValue(all(operators.truth(tx, i) for i in items))
+
+
+@special(sorted)
+def _sorted(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    from capture.interp.calls import call_value
+
+    items = _items(tx, args[0])
+    key = kwargs.get("key")
+    reverse = bool(_const(kwargs["reverse"], "reverse")) if "reverse" in kwargs else False
+    if key is None:
+        keyed = [(_const(i, "sorted item"), n) for n, i in enumerate(items)]
+    else:
+        keyed = [(_const(call_value(tx, key, [i], {}), "key"), n) for n, i in enumerate(items)]
+    keyed.sort(key=lambda p: p[0], reverse=reverse)
+    return ListValue([items[n] for _, n in keyed])
+
+
+@special(abs)
+def _abs(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return operators.apply_operator(tx, operator.abs, args)
+
+
+@special(pow)
+def _pow(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return operators.apply_operator(tx, operator.pow, args)
+
+
+def _scalar(kind: type) -> SpecialHandler:
+    def handle(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        if args and isinstance(args[0], TensorValue):
+            raise unsupported(
+                GraphBreakKind.DATA_DEPENDENT,
+                f"{kind.__name__}() of a tensor reads its value",
+                HINT_DATA_DEPENDENT,
+            )
+        values = [_const(a, f"{kind.__name__}()") for a in args]
+        return ConstantValue(kind(*values))
+
+    return handle
+
+
+for _kind in (int, float, bool, str, complex):
+    special(_kind)(_scalar(_kind))
+
+
+@special(callable)
+def _callable(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    value = args[0]
+    if isinstance(value, (FunctionValue, MethodValue, PartialValue, ModuleValue)):
+        return ConstantValue(True)
+    if isinstance(value, ConstantValue):
+        return ConstantValue(callable(value.value))
+    if isinstance(value, ObjectValue):
+        return ConstantValue(callable(value.obj) if value.obj is not None else hasattr(value.cls, "__call__"))
+    return ConstantValue(False)
+
+
+@special(id)
+def _id(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    ok, obj = operators.real_object(args[0])
+    if not ok:
+        raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, "id() of a value made while tracing")
+    return ConstantValue(id(obj))
+
+
+@special(print)
+def _print(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, "print() inside a compiled function")
+
+
+@special(functools.partial)
+def _partial(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return PartialValue(args[0], list(args[1:]), dict(kwargs))
+
+
+@special(dataclasses.fields)
+def _fields(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    value = args[0]
+    cls = value.value if isinstance(value, ConstantValue) else value.python_type()
+    return TupleValue([ConstantValue(f) for f in dataclasses.fields(cls)])
+
+
+# -- operator module -------------------------------------------------------------------
+def _operator_handler(op: Callable[..., Any]) -> SpecialHandler:
+    def handle(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        if op is operator.getitem:
+            return operators.get_item(tx, args[0], args[1])
+        if op is operator.setitem:
+            operators.set_item(tx, args[0], args[1], args[2])
+            return NONE
+        if op is operator.is_:
+            return ConstantValue(operators.identity(args[0], args[1]))
+        if op is operator.is_not:
+            return ConstantValue(not operators.identity(args[0], args[1]))
+        if op is operator.contains:
+            return ConstantValue(operators.contains(tx, args[1], args[0]))
+        if op is operator.truth:
+            return ConstantValue(operators.truth(tx, args[0]))
+        return operators.apply_operator(tx, op, args)
+
+    return handle
+
+
+for _name in (
+    "add sub mul truediv floordiv mod pow matmul neg pos invert abs and_ or_ xor lshift rshift "
+    "eq ne lt le gt ge not_ getitem setitem is_ is_not contains truth iadd isub imul itruediv"
+).split():
+    _op = getattr(operator, _name)
+    special(_op)(_operator_handler(_op))
+
+
+# -- context managers ---------------------------------------------------------------------
+@special(torch.no_grad)
+def _no_grad(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return ContextValue("grad", (False,))
+
+
+@special(torch.enable_grad)
+def _enable_grad(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return ContextValue("grad", (True,))
+
+
+@special(torch.set_grad_enabled)
+def _set_grad_enabled(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    mode = bool(_const(args[0], "set_grad_enabled mode"))
+    ctx = ContextValue("grad_set", (mode,))
+    ctx.state = torch.is_grad_enabled()
+    set_grad_mode(tx, mode)
+    return ctx
+
+
+@special(torch._C._set_grad_enabled)
+def _raw_set_grad(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    set_grad_mode(tx, bool(_const(args[0], "grad mode")))
+    return NONE
+
+
+@special(torch.is_grad_enabled)
+def _is_grad_enabled(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return ConstantValue(torch.is_grad_enabled())
+
+
+def set_grad_mode(tx: Translator, mode: bool) -> None:
+    """Record a grad-mode switch in the graph and apply it to the tracing itself."""
+    tx.output.uses_grad_mode = True
+    tx.output.create_node("call_function", torch._C._set_grad_enabled, (mode,), {}, None)
+    torch._C._set_grad_enabled(mode)
+
+
+def _autocast_ctx(device_type: Any, args: list[Value], kwargs: dict[str, Value]) -> ContextValue:
+    params = {"dtype": None, "enabled": True, "cache_enabled": None}
+    names = ["dtype", "enabled", "cache_enabled"]
+    for name, value in zip(names, args):
+        params[name] = _const(value, "autocast argument")
+    for name, value in kwargs.items():
+        params[name] = _const(value, "autocast argument")
+    return ContextValue(
+        "autocast", (device_type, params["dtype"], params["enabled"], params["cache_enabled"])
+    )
+
+
+@special(torch.autocast, torch.amp.autocast)
+def _autocast(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    kwargs = dict(kwargs)
+    if args:
+        device_type = _const(args[0], "device_type")
+        rest = list(args[1:])
+    else:
+        device_type = _const(kwargs.pop("device_type"), "device_type")
+        rest = []
+    return _autocast_ctx(device_type, rest, kwargs)
+
+
+def _ctx_enter(tx: Translator, ctx: ContextValue) -> Value:
+    if ctx.kind == "grad":
+        ctx.state = torch.is_grad_enabled()
+        set_grad_mode(tx, bool(ctx.args[0]))
+    elif ctx.kind == "autocast":
+        from torch.amp import autocast_mode
+
+        device_type, dtype, enabled, cache = ctx.args
+        node = tx.output.create_node(
+            "call_function",
+            autocast_mode._enter_autocast,
+            (device_type, dtype, enabled, cache),
+            {},
+            None,
+        )
+        real = torch.autocast(str(device_type), dtype=dtype, enabled=bool(enabled), cache_enabled=cache)  # type: ignore[arg-type]
+        real.__enter__()
+        ctx.state = (node, real)
+    return ctx
+
+
+def context_exit(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """Handler for calling the `__exit__` that BEFORE_WITH pushed."""
+    ctx = args[0]
+    assert isinstance(ctx, ContextValue)
+    if ctx.kind in ("grad", "grad_set"):
+        set_grad_mode(tx, bool(ctx.state))
+    elif ctx.kind == "autocast":
+        from torch.amp import autocast_mode
+
+        node, real = ctx.state  # type: ignore[misc]  # set by _ctx_enter
+        tx.output.create_node("call_function", autocast_mode._exit_autocast, (node,), {}, None)
+        real.__exit__(None, None, None)
+    return NONE
+
+
+_TABLE[id(context_exit)] = (context_exit, context_exit)
+
+
+def enter_context(tx: Translator, ctx: Value) -> tuple[Value, Value]:
+    """BEFORE_WITH: returns (exit callable, value bound by `as`)."""
+    from capture.interp.attributes import get_attr
+    from capture.interp.calls import call_value
+
+    if isinstance(ctx, ContextValue):
+        result = _ctx_enter(tx, ctx)
+        return MethodValue(ctx, ConstantValue(context_exit)), result
+    if isinstance(ctx, (ObjectValue, ModuleValue)):
+        enter = get_attr(tx, ctx, "__enter__")
+        exit_ = get_attr(tx, ctx, "__exit__")
+        return exit_, call_value(tx, enter, [], {})
+    raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"`with` on {ctx.describe()}")
+
+
+# -- container methods --------------------------------------------------------------------
+def _mut(tx: Translator, value: Value) -> None:
+    tx.output.side_effects.mutate_container(value)
+
+
+@special(list.append)
+def _list_append(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    lst, item = args
+    assert isinstance(lst, ListValue)
+    lst.items.append(item)
+    _mut(tx, lst)
+    return NONE
+
+
+@special(list.extend)
+def _list_extend(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    lst, items = args
+    assert isinstance(lst, ListValue)
+    lst.items.extend(_items(tx, items))
+    _mut(tx, lst)
+    return NONE
+
+
+@special(list.insert)
+def _list_insert(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    lst, index, item = args
+    assert isinstance(lst, ListValue)
+    lst.items.insert(_const(index, "index"), item)
+    _mut(tx, lst)
+    return NONE
+
+
+@special(list.pop)
+def _list_pop(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    lst = args[0]
+    assert isinstance(lst, ListValue)
+    index = _const(args[1], "index") if len(args) > 1 else -1
+    _mut(tx, lst)
+    return lst.items.pop(index)
+
+
+@special(list.clear)
+def _list_clear(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    lst = args[0]
+    assert isinstance(lst, ListValue)
+    lst.items.clear()
+    _mut(tx, lst)
+    return NONE
+
+
+@special(list.reverse)
+def _list_reverse(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    lst = args[0]
+    assert isinstance(lst, ListValue)
+    lst.items.reverse()
+    _mut(tx, lst)
+    return NONE
+
+
+@special(list.copy)
+def _list_copy(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return ListValue(args[0].unpack())
+
+
+@special(list.index, tuple.index)
+def _seq_index(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    for i, item in enumerate(args[0].unpack()):
+        if operators.is_same(item, args[1]) or operators.python_constant(item) == operators.python_constant(args[1]) and operators.python_constant(item)[0]:
+            return ConstantValue(i)
+    raise unsupported(GraphBreakKind.EXCEPTION, "ValueError: item not in list")
+
+
+@special(list.count, tuple.count)
+def _seq_count(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    target = _const(args[1], "count item")
+    return ConstantValue(sum(1 for i in args[0].unpack() if operators.python_constant(i) == (True, target)))
+
+
+def _dict_of(value: Value) -> DictValue:
+    if isinstance(value, DictValue):
+        return value
+    if isinstance(value, ObjectValue) and value.dict_items is not None:
+        assert isinstance(value.dict_items, DictValue)
+        return value.dict_items
+    raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"dict method on {value.describe()}")
+
+
+@special(dict.get, collections.OrderedDict.get)
+def _dict_get(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    d = _dict_of(args[0])
+    key = _const(args[1], "dict key")
+    if key in d.items:
+        return d.items[key][1]
+    return args[2] if len(args) > 2 else NONE
+
+
+@special(dict.keys, collections.OrderedDict.keys)
+def _dict_keys(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return ListValue([k for k, _ in _dict_of(args[0]).items.values()])
+
+
+@special(dict.values, collections.OrderedDict.values)
+def _dict_values(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return ListValue([v for _, v in _dict_of(args[0]).items.values()])
+
+
+@special(dict.items, collections.OrderedDict.items)
+def _dict_items(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return ListValue([TupleValue([k, v]) for k, v in _dict_of(args[0]).items.values()])
+
+
+@special(dict.update, collections.OrderedDict.update)
+def _dict_update(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    d = _dict_of(args[0])
+    dict_update(tx, d, list(args[1:]), kwargs)
+    _mut(tx, d)
+    return NONE
+
+
+@special(dict.pop, collections.OrderedDict.pop)
+def _dict_pop(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    d = _dict_of(args[0])
+    key = _const(args[1], "dict key")
+    if key in d.items:
+        _mut(tx, d)
+        return d.items.pop(key)[1]
+    if len(args) > 2:
+        return args[2]
+    raise unsupported(GraphBreakKind.EXCEPTION, f"KeyError: {key!r}")
+
+
+@special(dict.setdefault, collections.OrderedDict.setdefault)
+def _dict_setdefault(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    d = _dict_of(args[0])
+    key = _const(args[1], "dict key")
+    if key not in d.items:
+        d.items[key] = (args[1], args[2] if len(args) > 2 else NONE)
+        _mut(tx, d)
+    return d.items[key][1]
+
+
+@special(dict.copy, collections.OrderedDict.copy)
+def _dict_copy(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    d = _dict_of(args[0])
+    return DictValue(dict(d.items), None, d.cls)
+
+
+@special(dict.clear)
+def _dict_clear(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    d = _dict_of(args[0])
+    d.items.clear()
+    _mut(tx, d)
+    return NONE
+
+
+@special(dict.__setitem__, collections.OrderedDict.__setitem__)
+def _dict_setitem(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    d = _dict_of(args[0])
+    key = _const(args[1], "dict key")
+    d.items[key] = (args[1], args[2])
+    _mut(tx, d)
+    return NONE
+
+
+@special(dict.__getitem__, collections.OrderedDict.__getitem__)
+def _dict_getitem(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return operators.get_item(tx, _dict_of(args[0]), args[1])
+
+
+@special(dict.__contains__)
+def _dict_contains(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return ConstantValue(operators.contains(tx, args[1], _dict_of(args[0])))
+
+
+@special(set.add)
+def _set_add(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    s = args[0]
+    assert isinstance(s, SetValue)
+    s.items[_const(args[1], "set item")] = args[1]
+    _mut(tx, s)
+    return NONE
+
+
+@special(set.update)
+def _set_update(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    s = args[0]
+    assert isinstance(s, SetValue)
+    for item in _items(tx, args[1]):
+        s.items[_const(item, "set item")] = item
+    _mut(tx, s)
+    return NONE
+
+
+@special(set.discard, set.remove)
+def _set_discard(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    s = args[0]
+    assert isinstance(s, SetValue)
+    s.items.pop(_const(args[1], "set item"), None)
+    _mut(tx, s)
+    return NONE
+
+
+@special(str.join)
+def _str_join(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    sep = _const(args[0], "join separator")
+    return ConstantValue(sep.join(_const(i, "joined item") for i in _items(tx, args[1])))
+
+
+@special(str.format)
+def _str_format(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    fmt = _const(args[0], "format string")
+    return ConstantValue(
+        fmt.format(*[_const(a, "format arg") for a in args[1:]], **{k: _const(v, "format arg") for k, v in kwargs.items()})
+    )
+
+
+# -- torch helpers with Python-level answers -------------------------------------------
+def _returns(value: object) -> SpecialHandler:
+    def handle(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        return ConstantValue(value)
+
+    return handle
+
+
+for _fn in (torch.jit.is_scripting, torch.jit.is_tracing, torch._C._get_tracing_state):
+    special(_fn)(_returns(False if _fn is not torch._C._get_tracing_state else None))
+special(torch.compiler.is_compiling)(_returns(False))
+special(torch.compiler.is_dynamo_compiling)(_returns(False))
+
+
+@special(torch.is_tensor)
+def _is_tensor(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return ConstantValue(isinstance(args[0], TensorValue))
+
+
+@special(torch.get_default_dtype)
+def _default_dtype(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return ConstantValue(torch.get_default_dtype())
+
+
+@special(torch.is_autocast_enabled)
+def _autocast_enabled(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    values = [_const(a, "device type") for a in args]
+    return ConstantValue(torch.is_autocast_enabled(*values))
+
+
+def builtin_names() -> set[str]:
+    """Names of builtins that have a handler (for coverage reports)."""
+    return {name for name, obj in vars(builtins).items() if lookup(obj) is not None}
+
+
+def unused(*_: Any) -> Any:
+    return (math, ContextValue)

@@ -1,0 +1,341 @@
+"""Calling values: inlining Python functions and module forwards, dispatching torch
+callables to the graph and everything else to the special-callable table.
+
+In: a callable value and argument values. Out: the result value.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from typing import TYPE_CHECKING, Any
+
+import torch
+from guards.sources import AttrSource, ClosureSource, DefaultSource
+
+from capture import policy, torch_ops
+from capture.graph_break import GraphBreakKind, unsupported
+from capture.values import (
+    NULL,
+    CellValue,
+    ConstantValue,
+    ContextValue,
+    DictValue,
+    FunctionValue,
+    MethodValue,
+    ModuleValue,
+    ObjectValue,
+    PartialValue,
+    TensorValue,
+    TupleValue,
+    Value,
+)
+from capture.values.wrap import wrap
+
+if TYPE_CHECKING:
+    from capture.interp.translator import Translator
+
+
+def call_value(tx: Translator, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """`fn(*args, **kwargs)` on values."""
+    if isinstance(fn, ConstantValue):
+        return call_python(tx, fn.value, args, kwargs, fn)
+    if isinstance(fn, FunctionValue):
+        return inline_function(tx, fn, args, kwargs)
+    if isinstance(fn, MethodValue):
+        return call_value(tx, fn.func, [fn.self_value, *args], kwargs)
+    if isinstance(fn, PartialValue):
+        return call_value(tx, fn.func, [*fn.args, *args], {**fn.kwargs, **kwargs})
+    if isinstance(fn, ModuleValue):
+        return call_module(tx, fn, args, kwargs)
+    if isinstance(fn, ObjectValue):
+        call = inspect.getattr_static(fn.cls, "__call__", None)
+        if inspect.isfunction(call):
+            return call_value(tx, ConstantValue(call), [fn, *args], kwargs)
+    raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, f"calling {fn.describe()}")
+
+
+def call_python(
+    tx: Translator,
+    obj: object,
+    args: list[Value],
+    kwargs: dict[str, Value],
+    fn_value: Value | None = None,
+) -> Value:
+    """Call a real Python callable known at trace time."""
+    from capture.interp import builtins_table
+
+    special = builtins_table.lookup(obj)
+    if special is not None:
+        return special(tx, args, kwargs)
+    if isinstance(obj, type):
+        return construct(tx, obj, args, kwargs)
+    if isinstance(obj, types.MethodType):
+        self_value = wrap(tx.output, obj.__self__, None)
+        return call_python(tx, obj.__func__, [self_value, *args], kwargs)
+    decision = policy.decide(obj)
+    if decision is policy.Decision.INLINE:
+        assert isinstance(obj, types.FunctionType)
+        return inline_function(tx, obj, args, kwargs, fn_value)
+    if decision is policy.Decision.GRAPH:
+        if policy.is_tensor_method(obj) and args and isinstance(args[0], TensorValue):
+            return torch_ops.call_torch(tx, obj, args, kwargs, method=obj.__name__)  # type: ignore[attr-defined]
+        return torch_ops.call_torch(tx, obj, args, kwargs)  # type: ignore[arg-type]
+    folded = builtins_table.try_fold(obj, args, kwargs)
+    if folded is not None:
+        return folded
+    name = getattr(obj, "__qualname__", None) or repr(obj)
+    raise unsupported(
+        GraphBreakKind.UNSUPPORTED_CALL,
+        f"call to {policy.module_of(obj)}.{name} is not supported",
+    )
+
+
+# -- argument binding -----------------------------------------------------------------
+def bind_arguments(
+    code: types.CodeType,
+    name: str,
+    args: list[Value],
+    kwargs: dict[str, Value],
+    defaults: tuple[Value, ...],
+    kwdefaults: dict[str, Value],
+) -> dict[str, Value]:
+    """Map argument values to the parameter names of `code` (like CPython's call)."""
+    nargs = code.co_argcount
+    nkwonly = code.co_kwonlyargcount
+    nposonly = code.co_posonlyargcount
+    names = code.co_varnames
+    has_varargs = bool(code.co_flags & inspect.CO_VARARGS)
+    has_varkw = bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    bound: dict[str, Value] = {}
+    positional = names[:nargs]
+    for pname, value in zip(positional, args):
+        bound[pname] = value
+    extra = args[nargs:]
+    index = nargs + nkwonly
+    if has_varargs:
+        bound[names[index]] = TupleValue(list(extra))
+        index += 1
+    elif extra:
+        raise unsupported(
+            GraphBreakKind.UNSUPPORTED_CALL,
+            f"{name}() takes {nargs} positional arguments but {len(args)} were given",
+        )
+    varkw: dict[object, tuple[Value, Value]] = {}
+    kwonly = names[nargs : nargs + nkwonly]
+    for key, value in kwargs.items():
+        if key in kwonly or (key in positional and positional.index(key) >= nposonly):
+            if key in bound:
+                raise unsupported(
+                    GraphBreakKind.UNSUPPORTED_CALL, f"{name}() got multiple values for {key!r}"
+                )
+            bound[key] = value
+        elif has_varkw:
+            varkw[key] = (ConstantValue(key), value)
+        else:
+            raise unsupported(
+                GraphBreakKind.UNSUPPORTED_CALL, f"{name}() got an unexpected keyword {key!r}"
+            )
+    first_default = nargs - len(defaults)
+    for i, pname in enumerate(positional):
+        if pname not in bound:
+            if i >= first_default:
+                bound[pname] = defaults[i - first_default]
+            else:
+                raise unsupported(
+                    GraphBreakKind.UNSUPPORTED_CALL, f"{name}() missing argument {pname!r}"
+                )
+    for pname in kwonly:
+        if pname not in bound:
+            if pname in kwdefaults:
+                bound[pname] = kwdefaults[pname]
+            else:
+                raise unsupported(
+                    GraphBreakKind.UNSUPPORTED_CALL, f"{name}() missing keyword {pname!r}"
+                )
+    if has_varkw:
+        bound[names[index]] = DictValue(varkw)
+    return bound
+
+
+# -- inlining ---------------------------------------------------------------------------
+def inline_function(
+    tx: Translator,
+    fn: types.FunctionType | FunctionValue,
+    args: list[Value],
+    kwargs: dict[str, Value],
+    fn_value: Value | None = None,
+    module_entry: tuple[str, tuple[str, type]] | None = None,
+) -> Value:
+    """Run a Python function's body symbolically in a child translator."""
+    from capture.interp.translator import Translator
+
+    output = tx.output
+    if isinstance(fn, FunctionValue):
+        code = fn.code
+        f_globals = fn.globals
+        name = fn.name
+        defaults = fn.defaults
+        kwdefaults = fn.kwdefaults
+        closure: tuple[CellValue, ...] = fn.closure
+    else:
+        code = fn.__code__
+        f_globals = fn.__globals__
+        name = fn.__name__
+        src = fn_value.source if fn_value is not None else None
+        defaults = tuple(
+            wrap(output, d, DefaultSource(src, i) if src is not None else None)
+            for i, d in enumerate(fn.__defaults__ or ())
+        )
+        kwdefaults = {
+            k: wrap(output, d, DefaultSource(src, k) if src is not None else None)
+            for k, d in (fn.__kwdefaults__ or {}).items()
+        }
+        cells = []
+        for i, cell in enumerate(fn.__closure__ or ()):
+            try:
+                contents = cell.cell_contents
+            except ValueError:
+                cells.append(CellValue(None))
+                continue
+            csrc = ClosureSource(src, i, code.co_freevars[i]) if src is not None else None
+            cells.append(CellValue(wrap(output, contents, csrc), csrc))
+        closure = tuple(cells)
+    if policy.is_disabled(code):
+        raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, f"{name} is marked disabled")
+    f_locals = bind_arguments(code, name, args, kwargs, defaults, kwdefaults)
+    cell_map: dict[str, CellValue] = dict(zip(code.co_freevars, closure))
+    is_gen = bool(code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE))
+    if code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+        raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, f"coroutine {name}")
+    child = Translator(
+        output,
+        code,
+        f_globals,
+        f_locals,
+        cell_map,
+        parent=tx,
+        module_entry=module_entry,
+        is_generator=is_gen,
+    )
+    return child.run()
+
+
+# -- modules ----------------------------------------------------------------------------
+def call_module(
+    tx: Translator, mv: ModuleValue, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """`module(*args, **kwargs)`: pre-hooks, the inlined forward, forward hooks."""
+    module = mv.module
+    if module._backward_hooks or module._backward_pre_hooks:
+        raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, "module backward hooks")
+    if module._forward_pre_hooks_with_kwargs or module._forward_hooks_with_kwargs:
+        raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, "module hooks with kwargs")
+    gm = torch.nn.modules.module
+    if gm._global_forward_hooks or gm._global_forward_pre_hooks:
+        raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, "global module hooks")
+    from capture.interp.attributes import get_attr
+
+    if mv.source is not None:
+        from capture.output_graph import GuardKind
+
+        tx.output.add_guard(
+            AttrSource(mv.source, "_forward_hooks"), GuardKind.LEN, len(module._forward_hooks)
+        )
+        tx.output.add_guard(
+            AttrSource(mv.source, "_forward_pre_hooks"),
+            GuardKind.LEN,
+            len(module._forward_pre_hooks),
+        )
+    for hook in list(module._forward_pre_hooks.values()):
+        result = call_value(tx, wrap(tx.output, hook, None), [mv, TupleValue(list(args))], {})
+        if not (isinstance(result, ConstantValue) and result.value is None):
+            args = result.unpack() if isinstance(result, TupleValue) else [result]
+    forward = get_attr(tx, mv, "forward")
+    key = mv.path
+    entry = (key, (mv.path, type(module)))
+    if isinstance(forward, MethodValue) and isinstance(forward.func, ConstantValue):
+        func = forward.func.value
+        if isinstance(func, types.FunctionType) and policy.decide(func) is not policy.Decision.GRAPH:
+            out = inline_function(tx, func, [mv, *args], kwargs, forward.func, entry)
+        else:
+            out = call_value(tx, forward, args, kwargs)
+    else:
+        out = call_value(tx, forward, args, kwargs)
+    for hook in list(module._forward_hooks.values()):
+        result = call_value(
+            tx, wrap(tx.output, hook, None), [mv, TupleValue(list(args)), out], {}
+        )
+        if not (isinstance(result, ConstantValue) and result.value is None):
+            out = result
+    return out
+
+
+# -- classes ----------------------------------------------------------------------------
+def construct(tx: Translator, cls: type, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """`cls(*args, **kwargs)` for a class without a special handler."""
+    from capture.interp import builtins_table
+
+    if issubclass(cls, torch.nn.Module):
+        raise unsupported(
+            GraphBreakKind.UNSUPPORTED_CALL, f"creating the module {cls.__name__} while tracing"
+        )
+    if issubclass(cls, BaseException):
+        raise unsupported(GraphBreakKind.EXCEPTION, f"creating the exception {cls.__name__}")
+    if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        fields = list(cls._fields)
+        defaults = getattr(cls, "_field_defaults", {})
+        items: list[Value] = list(args)
+        for field in fields[len(args) :]:
+            if field in kwargs:
+                items.append(kwargs[field])
+            elif field in defaults:
+                items.append(ConstantValue(defaults[field]))
+            else:
+                raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, f"{cls.__name__}() missing {field}")
+        return TupleValue(items, None, cls)
+    folded = builtins_table.try_fold(cls, args, kwargs)
+    if folded is not None:
+        return folded
+    if cls.__module__ == "builtins" or cls.__module__.startswith("torch"):
+        raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, f"constructing {cls.__qualname__}")
+    new = inspect.getattr_static(cls, "__new__", None)
+    if new is not object.__new__ and not (isinstance(new, staticmethod) and new.__func__ in (dict.__new__,)) and new is not dict.__new__:
+        from collections import OrderedDict
+
+        if new is not OrderedDict.__new__:
+            raise unsupported(
+                GraphBreakKind.UNSUPPORTED_CALL, f"{cls.__qualname__} defines __new__"
+            )
+    obj = ObjectValue(None, cls)
+    obj.init_args = (list(args), dict(kwargs))
+    if issubclass(cls, dict):
+        obj.dict_items = DictValue({}, None, dict)
+    init = inspect.getattr_static(cls, "__init__", None)
+    if inspect.isfunction(init):
+        call_value(tx, ConstantValue(init), [obj, *args], kwargs)
+    elif args or kwargs:
+        if issubclass(cls, dict):
+            builtins_table.dict_update(tx, obj.dict_items, args, kwargs)
+        else:
+            raise unsupported(
+                GraphBreakKind.UNSUPPORTED_CALL, f"{cls.__qualname__}() with arguments"
+            )
+    post = inspect.getattr_static(cls, "__post_init__", None)
+    del post  # dataclass __init__ calls __post_init__ itself
+    return obj
+
+
+def is_null(value: Value) -> bool:
+    return value is NULL
+
+
+def context_exit_value(ctx: ContextValue) -> Value:
+    """The callable BEFORE_WITH pushes: calling it exits `ctx`."""
+    from capture.interp import builtins_table
+
+    return MethodValue(ctx, ConstantValue(builtins_table.context_exit))
+
+
+def unused(*_: Any) -> None:
+    """Keeps imports referenced for type checkers."""

@@ -1,0 +1,195 @@
+"""Building, extending and unpacking containers; stack shuffles."""
+
+from __future__ import annotations
+
+from capture.bytecode.instructions import Instruction
+from capture.graph_break import GraphBreakKind, unsupported
+from capture.interp import operators
+from capture.interp.builtins_table import dict_update, iterate
+from capture.interp.registry import handler
+from capture.interp.translator import Translator
+from capture.values import (
+    ConstantValue,
+    DictValue,
+    ListValue,
+    ObjectValue,
+    SetValue,
+    TupleValue,
+    Value,
+)
+
+
+@handler("NOP", "RESUME", "CACHE", "EXTENDED_ARG", "PRECALL", "NOT_TAKEN", "END_SEND")
+def nop(tx: Translator, ins: Instruction) -> None:
+    pass
+
+
+@handler("POP_TOP")
+def pop_top(tx: Translator, ins: Instruction) -> None:
+    tx.pop()
+
+
+@handler("PUSH_NULL")
+def push_null(tx: Translator, ins: Instruction) -> None:
+    from capture.values import NULL
+
+    tx.push(NULL)
+
+
+@handler("COPY")
+def copy(tx: Translator, ins: Instruction) -> None:
+    assert ins.arg is not None
+    tx.push(tx.stack[-ins.arg])
+
+
+@handler("SWAP")
+def swap(tx: Translator, ins: Instruction) -> None:
+    assert ins.arg is not None
+    stack = tx.stack
+    stack[-1], stack[-ins.arg] = stack[-ins.arg], stack[-1]
+
+
+@handler("BUILD_TUPLE")
+def build_tuple(tx: Translator, ins: Instruction) -> None:
+    assert ins.arg is not None
+    tx.push(TupleValue(tx.popn(ins.arg)))
+
+
+@handler("BUILD_LIST")
+def build_list(tx: Translator, ins: Instruction) -> None:
+    assert ins.arg is not None
+    tx.push(ListValue(tx.popn(ins.arg)))
+
+
+@handler("BUILD_SET")
+def build_set(tx: Translator, ins: Instruction) -> None:
+    assert ins.arg is not None
+    items = tx.popn(ins.arg)
+    tx.push(SetValue({item.as_constant(): item for item in items}))
+
+
+def _key(value: Value) -> object:
+    ok, key = operators.python_constant(value)
+    if not ok:
+        raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"dict key {value.describe()}")
+    return key
+
+
+@handler("BUILD_MAP")
+def build_map(tx: Translator, ins: Instruction) -> None:
+    assert ins.arg is not None
+    flat = tx.popn(2 * ins.arg)
+    items: dict[object, tuple[Value, Value]] = {}
+    for i in range(0, len(flat), 2):
+        items[_key(flat[i])] = (flat[i], flat[i + 1])
+    tx.push(DictValue(items))
+
+
+@handler("BUILD_CONST_KEY_MAP")
+def build_const_key_map(tx: Translator, ins: Instruction) -> None:
+    assert ins.arg is not None
+    keys = tx.pop().as_constant()
+    assert isinstance(keys, tuple)
+    values = tx.popn(ins.arg)
+    tx.push(DictValue({k: (ConstantValue(k), v) for k, v in zip(keys, values)}))
+
+
+@handler("LIST_APPEND")
+def list_append(tx: Translator, ins: Instruction) -> None:
+    assert ins.arg is not None
+    item = tx.pop()
+    target = tx.stack[-ins.arg]
+    assert isinstance(target, ListValue)
+    target.items.append(item)
+
+
+@handler("SET_ADD")
+def set_add(tx: Translator, ins: Instruction) -> None:
+    assert ins.arg is not None
+    item = tx.pop()
+    target = tx.stack[-ins.arg]
+    assert isinstance(target, SetValue)
+    target.items[_key(item)] = item
+
+
+@handler("MAP_ADD")
+def map_add(tx: Translator, ins: Instruction) -> None:
+    assert ins.arg is not None
+    value = tx.pop()
+    key = tx.pop()
+    target = tx.stack[-ins.arg]
+    assert isinstance(target, DictValue)
+    target.items[_key(key)] = (key, value)
+
+
+@handler("LIST_EXTEND")
+def list_extend(tx: Translator, ins: Instruction) -> None:
+    assert ins.arg is not None
+    items = iterate(tx, tx.pop()).unpack()
+    target = tx.stack[-ins.arg]
+    assert isinstance(target, ListValue)
+    target.items.extend(items)
+
+
+@handler("SET_UPDATE")
+def set_update(tx: Translator, ins: Instruction) -> None:
+    assert ins.arg is not None
+    items = iterate(tx, tx.pop()).unpack()
+    target = tx.stack[-ins.arg]
+    assert isinstance(target, SetValue)
+    for item in items:
+        target.items[_key(item)] = item
+
+
+@handler("DICT_UPDATE", "DICT_MERGE")
+def dict_update_handler(tx: Translator, ins: Instruction) -> None:
+    assert ins.arg is not None
+    other = tx.pop()
+    target = tx.stack[-ins.arg]
+    assert isinstance(target, DictValue)
+    if isinstance(other, DictValue) or (isinstance(other, ObjectValue) and other.dict_items is not None):
+        dict_update(tx, target, [other], {})
+        return
+    ok, obj = operators.python_constant(other)
+    if ok and isinstance(obj, dict):
+        for k, v in obj.items():
+            target.items[k] = (ConstantValue(k), ConstantValue(v))
+        return
+    raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"** of {other.describe()}")
+
+
+@handler("LIST_TO_TUPLE", until=(3, 12))
+def list_to_tuple(tx: Translator, ins: Instruction) -> None:
+    tx.push(TupleValue(tx.pop().unpack()))
+
+
+@handler("UNPACK_SEQUENCE")
+def unpack_sequence(tx: Translator, ins: Instruction) -> None:
+    assert ins.arg is not None
+    items = iterate(tx, tx.pop()).unpack()
+    if len(items) != ins.arg:
+        raise unsupported(
+            GraphBreakKind.EXCEPTION,
+            f"ValueError: expected {ins.arg} values to unpack, got {len(items)}",
+        )
+    for item in reversed(items):
+        tx.push(item)
+
+
+@handler("UNPACK_EX")
+def unpack_ex(tx: Translator, ins: Instruction) -> None:
+    assert ins.arg is not None
+    before = ins.arg & 0xFF
+    after = ins.arg >> 8
+    items = iterate(tx, tx.pop()).unpack()
+    if len(items) < before + after:
+        raise unsupported(GraphBreakKind.EXCEPTION, "ValueError: not enough values to unpack")
+    middle = items[before : len(items) - after]
+    out = items[:before] + [ListValue(middle)] + items[len(items) - after :]
+    for item in reversed(out):
+        tx.push(item)
+
+
+@handler("GET_LEN")
+def get_len(tx: Translator, ins: Instruction) -> None:
+    tx.push(ConstantValue(len(tx.stack[-1].unpack())))

@@ -1,0 +1,424 @@
+"""Python operators on values: arithmetic, comparisons, identity, membership, truth,
+subscripts.
+
+Tensors go to the graph (`torch_ops`), constants fold, containers follow Python's rules.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+from guards.sources import SubmoduleSource
+
+from capture import torch_ops
+from capture.graph_break import HINT_DATA_DEPENDENT, GraphBreakKind, unsupported
+from capture.values import (
+    ConstantValue,
+    DictValue,
+    FunctionValue,
+    ListValue,
+    MethodValue,
+    ModuleValue,
+    ObjectValue,
+    SetValue,
+    TensorValue,
+    TupleValue,
+    Value,
+)
+from capture.values.wrap import wrap
+
+if TYPE_CHECKING:
+    from capture.interp.translator import Translator
+
+INPLACE_TO_BINARY: dict[Callable[..., Any], Callable[..., Any]] = {
+    operator.iadd: operator.add,
+    operator.isub: operator.sub,
+    operator.imul: operator.mul,
+    operator.itruediv: operator.truediv,
+    operator.ifloordiv: operator.floordiv,
+    operator.imod: operator.mod,
+    operator.ipow: operator.pow,
+    operator.imatmul: operator.matmul,
+    operator.iand: operator.and_,
+    operator.ior: operator.or_,
+    operator.ixor: operator.xor,
+    operator.ilshift: operator.lshift,
+    operator.irshift: operator.rshift,
+}
+
+_REFLECTED = {
+    operator.add: "__radd__",
+    operator.sub: "__rsub__",
+    operator.mul: "__rmul__",
+    operator.truediv: "__rtruediv__",
+    operator.matmul: "__rmatmul__",
+}
+_DUNDER = {
+    operator.add: "__add__",
+    operator.sub: "__sub__",
+    operator.mul: "__mul__",
+    operator.truediv: "__truediv__",
+    operator.floordiv: "__floordiv__",
+    operator.mod: "__mod__",
+    operator.pow: "__pow__",
+    operator.matmul: "__matmul__",
+    operator.eq: "__eq__",
+    operator.ne: "__ne__",
+    operator.lt: "__lt__",
+    operator.le: "__le__",
+    operator.gt: "__gt__",
+    operator.ge: "__ge__",
+    operator.neg: "__neg__",
+}
+
+
+def python_constant(value: Value) -> tuple[bool, Any]:
+    """(True, obj) if `value` is fully known as a Python object (containers included)."""
+    if isinstance(value, ConstantValue):
+        return True, value.value
+    if isinstance(value, (TupleValue, ListValue)):
+        items = []
+        for item in value.items:
+            ok, obj = python_constant(item)
+            if not ok:
+                return False, None
+            items.append(obj)
+        if isinstance(value, ListValue):
+            return True, items
+        if value.cls is tuple:
+            return True, tuple(items)
+        if hasattr(value.cls, "_fields"):
+            return True, value.cls(*items)
+        return True, value.cls(items)
+    if isinstance(value, DictValue):
+        out = {}
+        for key, (_, item) in value.items.items():
+            ok, obj = python_constant(item)
+            if not ok:
+                return False, None
+            out[key] = obj
+        return True, out
+    if isinstance(value, SetValue):
+        return True, set(value.items)
+    return False, None
+
+
+def apply_operator(tx: Translator, op: Callable[..., Any], args: list[Value]) -> Value:
+    """`op(*args)` for an `operator` module function."""
+    if any(isinstance(a, TensorValue) for a in args):
+        if op in INPLACE_TO_BINARY and not isinstance(args[0], TensorValue):
+            op = INPLACE_TO_BINARY[op]
+        return torch_ops.call_torch(tx, op, args, {})
+    consts = [python_constant(a) for a in args]
+    if all(ok for ok, _ in consts) and all(
+        not isinstance(a, (ListValue, DictValue, SetValue)) for a in args
+    ):
+        try:
+            return ConstantValue(op(*[obj for _, obj in consts]))
+        except Exception as e:  # noqa: BLE001  # the user's code would raise this too
+            raise unsupported(
+                GraphBreakKind.EXCEPTION, f"{op.__name__} raised {type(e).__name__}: {e}"
+            ) from None
+    if len(args) == 2:
+        result = _sequence_op(tx, op, args[0], args[1])
+        if result is not None:
+            return result
+        result = _user_dunder(tx, op, args[0], args[1])
+        if result is not None:
+            return result
+    if op in (operator.eq, operator.ne) and len(args) == 2:
+        same = is_same(args[0], args[1])
+        if same is not None:
+            return ConstantValue(same if op is operator.eq else not same)
+    if op is operator.not_:
+        return ConstantValue(not truth(tx, args[0]))
+    raise unsupported(
+        GraphBreakKind.UNSUPPORTED_OBJECT,
+        f"operator {op.__name__} on {', '.join(a.describe() for a in args)}",
+    )
+
+
+def _sequence_op(tx: Translator, op: Callable[..., Any], a: Value, b: Value) -> Value | None:
+    if op is operator.iadd and isinstance(a, ListValue):
+        a.items.extend(b.unpack())
+        tx.output.side_effects.mutate_container(a)
+        return a
+    binary = INPLACE_TO_BINARY.get(op, op)
+    if binary is operator.add:
+        if isinstance(a, ListValue) and isinstance(b, ListValue):
+            return ListValue(a.items + b.items)
+        if isinstance(a, TupleValue) and isinstance(b, TupleValue):
+            return TupleValue(a.items + b.items)
+        if isinstance(a, TupleValue) and isinstance(b, ConstantValue) and isinstance(b.value, tuple):
+            return TupleValue(a.items + b.unpack())
+        if isinstance(a, ConstantValue) and isinstance(a.value, tuple) and isinstance(b, TupleValue):
+            return TupleValue(a.unpack() + b.items)
+    if binary is operator.mul:
+        if isinstance(a, (ListValue, TupleValue)) and isinstance(b, ConstantValue):
+            times = int(b.value)  # type: ignore[call-overload]  # int-like constant
+            if isinstance(a, ListValue):
+                return ListValue(a.items * times)
+            return TupleValue(a.items * times)
+        if isinstance(b, (ListValue, TupleValue)) and isinstance(a, ConstantValue):
+            return _sequence_op(tx, op, b, a)
+    if binary is operator.or_ and isinstance(a, DictValue) and isinstance(b, DictValue):
+        merged = DictValue(dict(a.items), None, a.cls)
+        merged.items.update(b.items)
+        return merged
+    if op is operator.ior and isinstance(a, DictValue) and isinstance(b, DictValue):
+        a.items.update(b.items)
+        tx.output.side_effects.mutate_container(a)
+        return a
+    return None
+
+
+def _user_dunder(tx: Translator, op: Callable[..., Any], a: Value, b: Value) -> Value | None:
+    from capture.interp.calls import call_value
+
+    name = _DUNDER.get(INPLACE_TO_BINARY.get(op, op))
+    if name is None:
+        return None
+    if isinstance(a, ObjectValue):
+        method = getattr(a.cls, name, None)
+        if method is not None and hasattr(method, "__code__"):
+            return call_value(tx, ConstantValue(method), [a, b], {})
+    rname = _REFLECTED.get(INPLACE_TO_BINARY.get(op, op))
+    if rname is not None and isinstance(b, ObjectValue):
+        method = getattr(b.cls, rname, None)
+        if method is not None and hasattr(method, "__code__"):
+            return call_value(tx, ConstantValue(method), [b, a], {})
+    return None
+
+
+def real_object(value: Value) -> tuple[bool, object]:
+    """(True, obj) if `value` stands for one known real object (identity is meaningful)."""
+    if isinstance(value, ConstantValue):
+        return True, value.value
+    if isinstance(value, ModuleValue):
+        return True, value.module
+    if isinstance(value, ObjectValue) and value.obj is not None:
+        return True, value.obj
+    return False, None
+
+
+def is_same(a: Value, b: Value) -> bool | None:
+    """`a is b` if it can be decided at trace time."""
+    if a is b:
+        return True
+    if isinstance(a, TensorValue) and isinstance(b, TensorValue):
+        return a.node is b.node
+    ka, oa = real_object(a)
+    kb, ob = real_object(b)
+    if ka and kb:
+        return oa is ob
+    # A value made while tracing is never an existing constant such as None.
+    if ka or kb:
+        return False
+    if type(a) is not type(b):
+        return False
+    return None
+
+
+def identity(a: Value, b: Value) -> bool:
+    same = is_same(a, b)
+    if same is None:
+        return False
+    return same
+
+
+def truth(tx: Translator, value: Value) -> bool:
+    """bool(value) at trace time."""
+    if isinstance(value, ConstantValue):
+        return bool(value.value)
+    if isinstance(value, (ListValue, TupleValue, SetValue)):
+        return bool(value.items)
+    if isinstance(value, DictValue):
+        return bool(value.items)
+    if isinstance(value, TensorValue):
+        raise unsupported(
+            GraphBreakKind.DATA_DEPENDENT,
+            f"branching on the value of {value.describe()}",
+            HINT_DATA_DEPENDENT,
+        )
+    if isinstance(value, ModuleValue):
+        if hasattr(value.module, "__len__"):
+            return len(value.module) > 0  # type: ignore[arg-type]  # ModuleList and friends
+        return True
+    if isinstance(value, ObjectValue):
+        if value.dict_items is not None:
+            return bool(value.dict_items.items)
+        for name in ("__bool__", "__len__"):
+            method = getattr(value.cls, name, None)
+            if method is not None:
+                if value.obj is not None and not hasattr(method, "__code__"):
+                    return bool(value.obj)
+                from capture.interp.calls import call_value
+
+                result = call_value(tx, ConstantValue(method), [value], {})
+                return truth(tx, result)
+        return True
+    if isinstance(value, (FunctionValue, MethodValue)):
+        return True
+    raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"bool() of {value.describe()}")
+
+
+def contains(tx: Translator, item: Value, container: Value) -> bool:
+    """`item in container` at trace time."""
+    if isinstance(container, DictValue):
+        ok, key = python_constant(item)
+        if not ok:
+            raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, "non-constant dict key")
+        return key in container.items
+    if isinstance(container, SetValue):
+        ok, key = python_constant(item)
+        return ok and key in container.items
+    if isinstance(container, ObjectValue) and container.dict_items is not None:
+        return contains(tx, item, container.dict_items)
+    if isinstance(container, ModuleValue) and isinstance(item, ConstantValue):
+        return item.value in container.module  # type: ignore[operator]  # ModuleDict
+    if isinstance(container, (ListValue, TupleValue, ConstantValue)):
+        ok, needle = python_constant(item)
+        for candidate in container.unpack():
+            same = is_same(item, candidate)
+            if same:
+                return True
+            cok, cobj = python_constant(candidate)
+            if ok and cok:
+                if needle == cobj:
+                    return True
+            elif isinstance(candidate, TensorValue) or isinstance(item, TensorValue):
+                raise unsupported(
+                    GraphBreakKind.DATA_DEPENDENT, "`in` comparing tensors", HINT_DATA_DEPENDENT
+                )
+        return False
+    raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"`in` on {container.describe()}")
+
+
+def get_item(tx: Translator, container: Value, key: Value) -> Value:
+    """`container[key]`."""
+    from capture.interp.calls import call_value
+
+    if isinstance(container, TensorValue):
+        return torch_ops.call_torch(tx, operator.getitem, [container, key], {})
+    if isinstance(container, (ListValue, TupleValue)):
+        ok, index = python_constant(key)
+        if not ok:
+            if isinstance(key, TensorValue):
+                raise unsupported(GraphBreakKind.DATA_DEPENDENT, "indexing a list with a tensor")
+            raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, "non-constant list index")
+        if isinstance(index, slice):
+            items = container.items[index]
+            if isinstance(container, ListValue):
+                return ListValue(items)
+            return TupleValue(items)
+        try:
+            return container.items[index]
+        except (IndexError, TypeError) as e:
+            raise unsupported(GraphBreakKind.EXCEPTION, f"indexing raised {e}") from None
+    if isinstance(container, DictValue):
+        ok, k = python_constant(key)
+        if ok and k in container.items:
+            return container.items[k][1]
+        if ok and container.default_factory is not None:
+            new = call_value(tx, container.default_factory, [], {})
+            container.items[k] = (key, new)
+            tx.output.side_effects.mutate_container(container)
+            return new
+        raise unsupported(GraphBreakKind.EXCEPTION, f"KeyError: {k!r}")
+    if isinstance(container, ConstantValue):
+        ok, index = python_constant(key)
+        if ok:
+            try:
+                return wrap(tx.output, container.value[index], None)  # type: ignore[index]
+            except Exception as e:  # noqa: BLE001
+                raise unsupported(GraphBreakKind.EXCEPTION, f"indexing raised {e!r}") from None
+    if isinstance(container, ModuleValue):
+        return _module_item(tx, container, key)
+    if isinstance(container, ObjectValue):
+        getitem = getattr(container.cls, "__getitem__", None)
+        if getitem is not None and hasattr(getitem, "__code__"):
+            return call_value(tx, ConstantValue(getitem), [container, key], {})
+        if container.dict_items is not None:
+            return get_item(tx, container.dict_items, key)
+    raise unsupported(
+        GraphBreakKind.UNSUPPORTED_OBJECT, f"indexing {container.describe()} with {key.describe()}"
+    )
+
+
+def _module_item(tx: Translator, mv: ModuleValue, key: Value) -> Value:
+    module = mv.module
+    ok, index = python_constant(key)
+    if not ok:
+        raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, "non-constant module index")
+    if isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential)):
+        names = list(module._modules)
+        if isinstance(index, slice):
+            raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, "slicing a ModuleList")
+        name = names[index]
+    elif isinstance(module, torch.nn.ModuleDict):
+        name = index
+    elif isinstance(module, torch.nn.ParameterList):
+        name = str(index if index >= 0 else len(module) + index)
+        from capture.interp.attributes import get_attr
+
+        return get_attr(tx, mv, name)
+    else:
+        raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"indexing {mv.describe()}")
+    sub = module._modules[name]
+    source = SubmoduleSource(mv.source, name) if mv.source is not None else None
+    value = wrap(tx.output, sub, source)
+    if isinstance(value, ModuleValue) and value.path == "<module>":
+        value.path = f"{mv.path}.{name}"
+    return value
+
+
+def set_item(tx: Translator, container: Value, key: Value, value: Value) -> None:
+    """`container[key] = value`."""
+    from capture.interp.calls import call_value
+
+    if isinstance(container, TensorValue):
+        torch_ops.call_torch(tx, operator.setitem, [container, key, value], {})
+        return
+    if isinstance(container, ListValue):
+        ok, index = python_constant(key)
+        if not ok:
+            raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, "non-constant list index")
+        if isinstance(index, slice):
+            container.items[index] = value.unpack()
+        else:
+            container.items[index] = value
+        tx.output.side_effects.mutate_container(container)
+        return
+    if isinstance(container, DictValue):
+        ok, k = python_constant(key)
+        if not ok:
+            raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, "non-constant dict key")
+        container.items[k] = (key, value)
+        tx.output.side_effects.mutate_container(container)
+        return
+    if isinstance(container, ObjectValue):
+        setitem = getattr(container.cls, "__setitem__", None)
+        if setitem is not None and hasattr(setitem, "__code__"):
+            call_value(tx, ConstantValue(setitem), [container, key, value], {})
+            return
+        if container.dict_items is not None:
+            set_item(tx, container.dict_items, key, value)
+            return
+    raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"item assignment on {container.describe()}")
+
+
+def del_item(tx: Translator, container: Value, key: Value) -> None:
+    """`del container[key]`."""
+    ok, k = python_constant(key)
+    if not ok:
+        raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, "non-constant key in del")
+    if isinstance(container, DictValue) and k in container.items:
+        del container.items[k]
+    elif isinstance(container, ListValue):
+        del container.items[k]
+    else:
+        raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"del on {container.describe()}")
+    tx.output.side_effects.mutate_container(container)

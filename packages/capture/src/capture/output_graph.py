@@ -1,0 +1,127 @@
+"""`OutputGraph`: the FX graph being built for one frame, its inputs, guards and side
+effects.
+
+In: tensor operations from the translator (as values). Out: an FX `GraphModule` whose
+placeholders are the frame's tensors (reached through sources) and which returns a tuple,
+plus the list of guard records and the recorded side effects.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.fx
+from guards.sources import Source
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from capture import node_meta
+from capture.side_effects import SideEffects
+from capture.values import TensorValue, Value
+
+if TYPE_CHECKING:
+    from capture.interp.translator import Translator
+
+
+class GuardKind(enum.Enum):
+    """What a guard record checks about the value at its source."""
+
+    TENSOR_MATCH = "tensor_match"
+    CONST_EQ = "const_eq"
+    ID_MATCH = "id_match"
+    TYPE_MATCH = "type_match"
+    LEN = "len"
+    DICT_KEYS = "dict_keys"
+
+
+@dataclass(frozen=True, slots=True)
+class GuardRecord:
+    """One assumption made while tracing: `kind` holds for the value at `source`."""
+
+    source: Source
+    kind: GuardKind
+    expected: Any = field(compare=False)
+
+
+class OutputGraph:
+    """Everything captured for one frame."""
+
+    def __init__(self, f_globals: dict[str, object], code_name: str) -> None:
+        self.graph = torch.fx.Graph()
+        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        self.root_globals = f_globals
+        self.code_name = code_name
+        self.inputs: list[tuple[Source, torch.Tensor, TensorValue]] = []
+        self.input_by_id: dict[int, TensorValue] = {}
+        self.guards: dict[tuple[Source, GuardKind], GuardRecord] = {}
+        self.side_effects = SideEffects()
+        # Values already built for real objects (by id), so aliasing is preserved.
+        self.wrapped: dict[int, Value] = {}
+        self.keepalive: list[object] = []
+        self.current_tx: Translator | None = None
+        self.uses_grad_mode = False
+
+    # -- guards ------------------------------------------------------------------------
+    def add_guard(self, source: Source, kind: GuardKind, expected: Any = None) -> None:
+        key = (source, kind)
+        if key not in self.guards:
+            self.guards[key] = GuardRecord(source, kind, expected)
+
+    # -- inputs ------------------------------------------------------------------------
+    def add_input(self, tensor: torch.Tensor, source: Source) -> TensorValue:
+        """A placeholder for the real tensor at `source` (deduplicated by identity)."""
+        existing = self.input_by_id.get(id(tensor))
+        if existing is not None:
+            return existing
+        self.add_guard(source, GuardKind.TENSOR_MATCH, tensor)
+        name = _placeholder_name(source)
+        with self.graph.inserting_before(self._first_non_placeholder()):
+            node = self.graph.placeholder(name)
+        fake = self.fake_mode.from_tensor(tensor, static_shapes=True)
+        node_meta.set_example_value(node, fake)
+        value = TensorValue(node, fake, source, type(tensor))
+        self.inputs.append((source, tensor, value))
+        self.input_by_id[id(tensor)] = value
+        self.keepalive.append(tensor)
+        return value
+
+    def _first_non_placeholder(self) -> torch.fx.Node | None:
+        for node in self.graph.nodes:
+            if node.op != "placeholder":
+                return node  # type: ignore[no-any-return]  # fx nodes are untyped
+        return None
+
+    # -- nodes -------------------------------------------------------------------------
+    def create_node(
+        self,
+        op: str,
+        target: Callable[..., Any] | str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        example_value: Any,
+    ) -> torch.fx.Node:
+        """Add a call node with its example value and user metadata."""
+        node = self.graph.create_node(op, target, args, kwargs)
+        node_meta.set_example_value(node, example_value)
+        tx = self.current_tx
+        if tx is not None:
+            name = target if isinstance(target, str) else getattr(target, "__name__", str(target))
+            node_meta.set_user_meta(node, tx.stack_trace(), tx.nn_module_stack(), (node.name, target if not isinstance(target, str) else name))
+        return node
+
+    def remove_node(self, node: torch.fx.Node) -> None:
+        self.graph.erase_node(node)
+
+
+def _placeholder_name(source: Source) -> str:
+    text = source.name()
+    out = []
+    for ch in text:
+        out.append(ch if ch.isalnum() else "_")
+    name = "".join(out).strip("_")
+    while "__" in name:
+        name = name.replace("__", "_")
+    return name or "input"

@@ -1,0 +1,52 @@
+"""Mutations of Python state that existed before the call, recorded for replay.
+
+In: list/dict/set mutations, attribute writes and global writes made while tracing. Out:
+an ordered record that `bytecode.codegen` turns into replay bytecode after the graph call.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from capture.values import Value
+
+
+class SideEffects:
+    """Ordered record of the mutations to replay."""
+
+    def __init__(self) -> None:
+        # Mutated containers that have a source (new containers need no replay).
+        self.containers: dict[int, Value] = {}
+        # Attribute writes on existing objects: id(owner value) -> (owner, {name: value}).
+        self.attr_writes: dict[int, tuple[Value, dict[str, Value]]] = {}
+        # Global writes: (id(globals dict), name) -> (globals dict, name, value).
+        self.global_writes: dict[tuple[int, str], tuple[dict[str, object], str, Value]] = {}
+
+    def mutate_container(self, container: Value) -> None:
+        """Note that `container` (list, dict, set) changed."""
+        if container.source is not None:
+            self.containers[id(container)] = container
+
+    def store_attr(self, owner: Value, name: str, value: Value) -> None:
+        """Record `owner.name = value` for an existing object."""
+        entry = self.attr_writes.setdefault(id(owner), (owner, {}))
+        entry[1][name] = value
+
+    def pending_attr(self, owner: Value, name: str) -> Value | None:
+        """The value written to `owner.name` earlier in this trace, if any."""
+        entry = self.attr_writes.get(id(owner))
+        if entry is None:
+            return None
+        return entry[1].get(name)
+
+    def store_global(self, f_globals: dict[str, object], name: str, value: Value) -> None:
+        """Record `global name; name = value`."""
+        self.global_writes[(id(f_globals), name)] = (f_globals, name, value)
+
+    def pending_global(self, f_globals: dict[str, object], name: str) -> Value | None:
+        entry = self.global_writes.get((id(f_globals), name))
+        return None if entry is None else entry[2]
+
+    def is_empty(self) -> bool:
+        return not (self.containers or self.attr_writes or self.global_writes)

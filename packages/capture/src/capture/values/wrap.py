@@ -1,0 +1,191 @@
+"""Real object -> `Value`, plus the guards that make the value's assumptions safe.
+
+The kind of value and its guards depend on the object's type; values of mutable objects
+are cached by identity in the output graph so that aliasing is preserved.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+import functools
+import types
+from typing import TYPE_CHECKING
+
+import torch
+from guards.sources import (
+    AttrSource,
+    BufferSource,
+    ItemSource,
+    ParamSource,
+    Source,
+    SubmoduleSource,
+)
+
+from capture.output_graph import GuardKind
+from capture.values.base import Value
+from capture.values.constant import ConstantValue, is_literal
+from capture.values.containers import DictValue, ListValue, SetValue, TupleValue
+from capture.values.functions import MethodValue, PartialValue
+from capture.values.objects import ModuleValue, ObjectValue
+
+if TYPE_CHECKING:
+    from capture.output_graph import OutputGraph
+
+# Objects compared by value in guards (besides literals).
+_VALUE_TYPES = (torch.dtype, torch.device, torch.layout, torch.memory_format)
+# Objects guarded by identity.
+_ID_TYPES = (
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.BuiltinMethodType,
+    types.MethodDescriptorType,
+    types.WrapperDescriptorType,
+    types.ModuleType,
+    type,
+    enum.Enum,
+)
+
+
+def wrap(output: OutputGraph, obj: object, source: Source | None) -> Value:
+    """The value standing for `obj` read from `source` (None: no guard, not reloadable)."""
+    cached = output.wrapped.get(id(obj))
+    if cached is not None and (source is None or cached.source is not None):
+        return cached
+    if isinstance(obj, torch.Tensor):
+        if source is None:
+            from capture.graph_break import GraphBreakKind, unsupported
+
+            raise unsupported(
+                GraphBreakKind.UNSUPPORTED_OBJECT,
+                "a tensor that is not reachable from the frame's arguments or globals",
+            )
+        value: Value = output.add_input(obj, source)
+        output.wrapped[id(obj)] = value
+        return value
+    if isinstance(obj, torch.nn.Module):
+        if source is not None:
+            output.add_guard(source, GuardKind.ID_MATCH, obj)
+        value = ModuleValue(obj, source, _module_path(source))
+        return _remember(output, obj, value)
+    if is_literal(obj) or isinstance(obj, _VALUE_TYPES):
+        if source is not None:
+            if obj is None or isinstance(obj, bool):
+                output.add_guard(source, GuardKind.ID_MATCH, obj)
+            else:
+                output.add_guard(source, GuardKind.CONST_EQ, obj)
+        return ConstantValue(obj, source)
+    if isinstance(obj, torch.Size):
+        if source is not None:
+            output.add_guard(source, GuardKind.CONST_EQ, obj)
+        return ConstantValue(obj, source)
+    if isinstance(obj, _ID_TYPES):
+        if source is not None and not _under_python_module(source):
+            output.add_guard(source, GuardKind.ID_MATCH, obj)
+        return ConstantValue(obj, source)
+    if isinstance(obj, types.MethodType):
+        self_src = AttrSource(source, "__self__") if source is not None else None
+        func_src = AttrSource(source, "__func__") if source is not None else None
+        return MethodValue(wrap(output, obj.__self__, self_src), wrap(output, obj.__func__, func_src))
+    if isinstance(obj, functools.partial):
+        src = source
+        args = [
+            wrap(output, a, ItemSource(AttrSource(src, "args"), i) if src else None)
+            for i, a in enumerate(obj.args)
+        ]
+        kwargs = {
+            k: wrap(output, v, ItemSource(AttrSource(src, "keywords"), k) if src else None)
+            for k, v in obj.keywords.items()
+        }
+        func = wrap(output, obj.func, AttrSource(src, "func") if src else None)
+        if src is not None:
+            output.add_guard(src, GuardKind.TYPE_MATCH, type(obj))
+        return PartialValue(func, args, kwargs, src)
+    cls = type(obj)
+    if cls is list:
+        assert isinstance(obj, list)
+        if source is not None:
+            output.add_guard(source, GuardKind.TYPE_MATCH, cls)
+            output.add_guard(source, GuardKind.LEN, len(obj))
+        value = ListValue([])
+        value.source = source
+        output.wrapped[id(obj)] = value
+        output.keepalive.append(obj)
+        value.items = [
+            wrap(output, x, ItemSource(source, i) if source else None) for i, x in enumerate(obj)
+        ]
+        return value
+    if isinstance(obj, tuple):
+        if source is not None:
+            output.add_guard(source, GuardKind.TYPE_MATCH, cls)
+            output.add_guard(source, GuardKind.LEN, len(obj))
+        items = [
+            wrap(output, x, ItemSource(source, i) if source else None) for i, x in enumerate(obj)
+        ]
+        return TupleValue(items, source, cls)
+    if cls in (dict, collections.OrderedDict) and all(_is_key(k) for k in obj):  # type: ignore[attr-defined]
+        assert isinstance(obj, dict)
+        if source is not None:
+            output.add_guard(source, GuardKind.TYPE_MATCH, cls)
+            output.add_guard(source, GuardKind.DICT_KEYS, tuple(obj))
+        dvalue = DictValue({}, source, cls)
+        output.wrapped[id(obj)] = dvalue
+        output.keepalive.append(obj)
+        for k, v in obj.items():
+            dvalue.items[k] = (
+                ConstantValue(k),
+                wrap(output, v, ItemSource(source, k) if source else None),
+            )
+        return dvalue
+    if cls in (set, frozenset) and all(is_literal(k) for k in obj):  # type: ignore[attr-defined]
+        if source is not None:
+            output.add_guard(source, GuardKind.TYPE_MATCH, cls)
+            output.add_guard(source, GuardKind.CONST_EQ, frozenset(obj))  # type: ignore[arg-type]
+        if cls is frozenset:
+            return ConstantValue(obj, source)
+        svalue = SetValue({k: ConstantValue(k) for k in obj}, source)  # type: ignore[attr-defined]
+        return _remember(output, obj, svalue)
+    if callable(obj) and not hasattr(obj, "__dict__") and source is None:
+        return ConstantValue(obj, None)
+    if source is not None:
+        output.add_guard(source, GuardKind.TYPE_MATCH, cls)
+    if source is None and not _is_plain_object(obj):
+        return ConstantValue(obj, None)
+    return _remember(output, obj, ObjectValue(obj, cls, source))
+
+
+def _remember(output: OutputGraph, obj: object, value: Value) -> Value:
+    output.wrapped[id(obj)] = value
+    output.keepalive.append(obj)
+    return value
+
+
+def _is_key(key: object) -> bool:
+    return isinstance(key, (str, int)) and not isinstance(key, bool) or key is None
+
+
+def _is_plain_object(obj: object) -> bool:
+    return hasattr(obj, "__dict__") or hasattr(type(obj), "__slots__")
+
+
+def _under_python_module(source: Source) -> bool:
+    """Attributes of Python modules are assumed stable (only the root global is guarded)."""
+    return isinstance(source, AttrSource) and not isinstance(source.source, AttrSource) and False
+
+
+def _module_path(source: Source | None) -> str:
+    if source is None:
+        return "<module>"
+    return source.name()
+
+
+def param_source(base: Source, name: str) -> Source:
+    return ParamSource(base, name)
+
+
+def buffer_source(base: Source, name: str) -> Source:
+    return BufferSource(base, name)
+
+
+def submodule_source(base: Source, name: str) -> Source:
+    return SubmoduleSource(base, name)
