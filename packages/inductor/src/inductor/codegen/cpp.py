@@ -1,0 +1,429 @@
+"""C++/OpenMP code generation for one fused group.
+
+In: a `FusedGroup` (nodes with LoopBodies sharing `k` outer loops). Out: the source of one
+`extern "C"` function taking raw pointers: OpenMP on the outer loops, `omp simd` on the
+innermost loops (with reduction clauses for reductions), scalars for group-local buffers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+
+import sympy
+import torch
+
+from inductor.codegen.ops import Ref
+from inductor.ir.loop_body import LoopBody, LoopOp
+from inductor.ir.nodes import Buffer, ComputedBuffer
+from inductor.scheduler.fusion import FusedGroup, inner_symbol, outer_symbol, split_node
+from inductor.sizevars import cexpr
+
+CTYPE = {
+    torch.float32: "float",
+    torch.float64: "double",
+    torch.float16: "uint16_t",
+    torch.bfloat16: "uint16_t",
+    torch.int64: "int64_t",
+    torch.int32: "int32_t",
+    torch.int16: "int16_t",
+    torch.int8: "int8_t",
+    torch.uint8: "uint8_t",
+    torch.bool: "bool",
+}
+
+_BINARY_INFIX = {
+    "add": "+", "sub": "-", "mul": "*", "truediv": "/", "trunc_div": "/",
+    "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
+    "logical_and": "&&", "logical_or": "||", "logical_xor": "!=",
+    "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^",
+    "lshift": "<<", "rshift": ">>",
+}
+
+_CALLS = {
+    "exp": "std::exp", "exp2": "std::exp2", "expm1": "std::expm1", "log": "std::log",
+    "log2": "std::log2", "log10": "std::log10", "log1p": "std::log1p", "sqrt": "std::sqrt",
+    "sin": "std::sin", "cos": "std::cos", "tan": "std::tan", "asin": "std::asin",
+    "acos": "std::acos", "atan": "std::atan", "sinh": "std::sinh", "cosh": "std::cosh",
+    "tanh": "std::tanh", "asinh": "std::asinh", "acosh": "std::acosh", "atanh": "std::atanh",
+    "erf": "std::erf", "erfc": "std::erfc", "lgamma": "std::lgamma", "floor": "std::floor",
+    "ceil": "std::ceil", "round": "std::nearbyint", "trunc": "std::trunc",
+    "sigmoid": "ind_sigmoid", "relu": "ind_relu", "sign": "ind_sign",
+    "maximum": "ind_max", "minimum": "ind_min", "remainder": "ind_remainder",
+    "fmod": "ind_fmod", "floordiv": "ind_floordiv_v", "pow": "ind_pow",
+    "atan2": "std::atan2", "copysign": "std::copysign", "hypot": "std::hypot",
+    "isnan": "std::isnan", "isinf": "std::isinf", "isfinite": "std::isfinite",
+    "signbit": "std::signbit",
+}
+
+
+def ctype(dtype: torch.dtype) -> str:
+    return CTYPE[dtype]
+
+
+def literal(value: object, dtype: torch.dtype) -> str:
+    if dtype == torch.bool:
+        return "true" if value else "false"
+    if dtype.is_floating_point:
+        v = float(value)  # type: ignore[arg-type]
+        t = ctype(dtype)
+        if math.isnan(v):
+            return f"std::numeric_limits<{t}>::quiet_NaN()"
+        if math.isinf(v):
+            sign = "-" if v < 0 else ""
+            return f"{sign}std::numeric_limits<{t}>::infinity()"
+        text = repr(v)
+        if "e" not in text and "." not in text:
+            text += ".0"
+        return text + ("f" if dtype == torch.float32 else "")
+    iv = int(value)  # type: ignore[call-overload]
+    if dtype == torch.int64:
+        return f"{iv}LL" if -(2**31) < iv < 2**31 else f"(int64_t){iv}LL"
+    return f"({ctype(dtype)}){iv}"
+
+
+@dataclass(frozen=True, slots=True)
+class CppKernel:
+    name: str
+    source: str
+    params: tuple[str, ...]  # buffer names, in call order
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.level = 0
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.level + text)
+
+    def open(self, text: str) -> None:
+        self.line(text)
+        self.line("{")
+        self.level += 1
+
+    def close(self) -> None:
+        self.level -= 1
+        self.line("}")
+
+
+_SIMD_REDUCTION = {"sum": "+", "prod": "*", "max": "max", "min": "min", "any": "||",
+                   "all": "&&"}
+
+
+def _init(kind: str, dtype: torch.dtype) -> str:
+    t = ctype(dtype)
+    if kind == "sum":
+        return literal(0, dtype)
+    if kind == "prod":
+        return literal(1, dtype)
+    if kind == "any":
+        return "false"
+    if kind == "all":
+        return "true"
+    if kind in ("max", "argmax"):
+        if dtype.is_floating_point:
+            return f"-std::numeric_limits<{t}>::infinity()"
+        return "false" if dtype == torch.bool else f"std::numeric_limits<{t}>::lowest()"
+    if dtype.is_floating_point:
+        return f"std::numeric_limits<{t}>::infinity()"
+    return "true" if dtype == torch.bool else f"std::numeric_limits<{t}>::max()"
+
+
+class KernelGen:
+    def __init__(self, group: FusedGroup, buffers: dict[str, Buffer], *, threads: int,
+                 parallel_threshold: int, simd: bool) -> None:
+        self.group = group
+        self.buffers = buffers
+        self.threads = threads
+        self.parallel_threshold = parallel_threshold
+        self.simd = simd
+        self.params: dict[str, str] = {}
+        self.param_order: list[str] = []
+        self.locals: dict[str, str] = {}
+        writes = group.writes()
+        for n in group.nodes:
+            assert n.body is not None
+            for op in n.body.ops:
+                if op.kind not in ("load", "store", "store_reduction"):
+                    continue
+                name = str(op.args[0])
+                if name in group.local:
+                    self.locals.setdefault(name, f"loc{len(self.locals)}")
+                    continue
+                if name not in self.params:
+                    self.param_order.append(name)
+                    self.params[name] = ""
+        n_in = n_out = 0
+        for name in self.param_order:
+            if name in writes:
+                self.params[name] = f"out_ptr{n_out}"
+                n_out += 1
+            else:
+                self.params[name] = f"in_ptr{n_in}"
+                n_in += 1
+
+    # -- expressions ---------------------------------------------------------------------
+    def _load(self, name: str, index: sympy.Expr) -> str:
+        if name in self.locals:
+            return self.locals[name]
+        dtype = self.buffers[name].dtype
+        text = f"{self.params[name]}[{cexpr(index)}]"
+        if dtype == torch.float16:
+            return f"ind_f16_to_f32({text})"
+        if dtype == torch.bfloat16:
+            return f"ind_bf16_to_f32({text})"
+        return text
+
+    def _store(self, w: _Writer, name: str, index: sympy.Expr, value: str) -> None:
+        if name in self.locals:
+            w.line(f"{self.locals[name]} = {value};")
+            return
+        dtype = self.buffers[name].dtype
+        if dtype == torch.float16:
+            value = f"ind_f32_to_f16({value})"
+        elif dtype == torch.bfloat16:
+            value = f"ind_f32_to_bf16({value})"
+        w.line(f"{self.params[name]}[{cexpr(index)}] = {value};")
+
+    def _expr(self, op: LoopOp, subs: dict[sympy.Symbol, sympy.Expr]) -> str:
+        a = op.args
+        if op.kind == "load":
+            return self._load(str(a[0]), _sub(a[1], subs))
+        if op.kind == "constant":
+            assert op.dtype is not None
+            return literal(a[0], op.dtype)
+        if op.kind == "index_expr":
+            assert op.dtype is not None
+            return f"static_cast<{ctype(op.dtype)}>({cexpr(_sub(a[0], subs))})"
+        if op.kind == "to_dtype":
+            src = a[0]
+            assert isinstance(src, Ref)
+            dst = a[1]
+            assert isinstance(dst, torch.dtype)
+            if dst == torch.bool:
+                return f"({src} != 0)"
+            return f"static_cast<{ctype(dst)}>({src})"
+        if op.kind == "indirect":
+            return f"({a[0]} < 0 ? {a[0]} + {a[1]} : {a[0]})"
+        if op.kind == "where":
+            return f"({a[0]} ? {a[1]} : {a[2]})"
+        if op.kind == "rand":
+            fn = "ind_randn" if a[2] else "ind_rand"
+            return f"{fn}({a[0]}, {cexpr(_sub(a[1], subs))})"
+        if op.kind in _BINARY_INFIX:
+            return f"({a[0]} {_BINARY_INFIX[op.kind]} {a[1]})"
+        if op.kind == "neg":
+            return f"(-{a[0]})"
+        if op.kind == "abs":
+            return f"std::abs({a[0]})"
+        if op.kind == "logical_not":
+            return f"(!{a[0]})"
+        if op.kind == "bitwise_not":
+            return f"(~{a[0]})"
+        if op.kind == "reciprocal":
+            return f"(1 / {a[0]})"
+        if op.kind == "rsqrt":
+            return f"(1 / std::sqrt({a[0]}))"
+        if op.kind == "square":
+            return f"({a[0]} * {a[0]})"
+        if op.kind == "frac":
+            return f"({a[0]} - std::trunc({a[0]}))"
+        if op.kind in _CALLS:
+            return f"{_CALLS[op.kind]}({', '.join(str(x) for x in a)})"
+        raise NotImplementedError(f"no C++ for op {op.kind}")
+
+    # -- one node --------------------------------------------------------------------------
+    def _node(self, w: _Writer, n: ComputedBuffer, parallel_reduction: bool) -> None:
+        body = n.body
+        assert body is not None
+        sp = split_node(body, self.group.k)
+        assert sp is not None
+        subs = dict(sp.subs)
+        for op_id, op in enumerate(body.ops):
+            if op.kind == "indirect":
+                subs[sympy.Symbol(f"tmp{op_id}", integer=True)] = sympy.Symbol(
+                    f"tmp{op_id}", integer=True)
+        red_pos = next((i for i, op in enumerate(body.ops) if op.kind == "reduction"), None)
+        inner = sp.inner_ranges
+        w.open(f"// {n.name}" if not inner and red_pos is None else f"// {n.name}")
+        acc_names: list[str] = []
+        red: LoopOp | None = None
+        if red_pos is not None:
+            red = body.ops[red_pos]
+            kind = str(red.args[0])
+            vref = red.args[1]
+            assert isinstance(vref, Ref)
+            vt = vref.dtype
+            w.line(f"{ctype(vt)} acc = {_init(kind, vt)};")
+            acc_names.append("acc")
+            if kind in ("argmax", "argmin"):
+                w.line("int64_t acc_idx = 0;")
+            if kind in ("max", "min") and vt.is_floating_point:
+                w.line("int acc_nan = 0;")
+        loop_ops = body.ops if red_pos is None else body.ops[:red_pos]
+        after_ops = () if red_pos is None else body.ops[red_pos + 1:]
+        clause = ""
+        if red is not None:
+            kind = str(red.args[0])
+            if kind in _SIMD_REDUCTION:
+                clause = f" reduction({_SIMD_REDUCTION[kind]}:acc)"
+                vref = red.args[1]
+                assert isinstance(vref, Ref)
+                if kind in ("max", "min") and vref.dtype.is_floating_point:
+                    clause += " reduction(|:acc_nan)"
+            else:
+                clause = None  # type: ignore[assignment]
+        for j, size in enumerate(inner):
+            last = j == len(inner) - 1
+            pragma = None
+            if j == 0 and parallel_reduction and clause is not None:
+                pragma = "#pragma omp parallel for" + (" simd" if last and self.simd else "")
+                pragma += clause or ""
+            elif last and self.simd and clause is not None:
+                pragma = "#pragma omp simd" + (clause or "")
+            if pragma:
+                w.line(pragma)
+            sym = inner_symbol(j)
+            w.open(f"for (int64_t {sym} = 0; {sym} < {size}; ++{sym})")
+        self._ops(w, loop_ops, 0, subs)
+        if red is not None:
+            kind = str(red.args[0])
+            v = red.args[1]
+            if kind == "sum":
+                w.line(f"acc = acc + {v};")
+            elif kind == "prod":
+                w.line(f"acc = acc * {v};")
+            elif kind == "any":
+                w.line(f"acc = acc || {v};")
+            elif kind == "all":
+                w.line(f"acc = acc && {v};")
+            elif kind in ("max", "min"):
+                cmp = ">" if kind == "max" else "<"
+                w.line(f"acc = acc {cmp} {v} ? acc : {v};")
+                assert isinstance(v, Ref)
+                if v.dtype.is_floating_point:
+                    w.line(f"acc_nan |= ({v} != {v});")
+            else:
+                cmp = ">" if kind == "argmax" else "<"
+                w.line(f"if ({v} {cmp} acc || ({v} != {v} && acc == acc)) "
+                       f"{{ acc = {v}; acc_idx = {red.args[2]}; }}")
+        for _ in inner:
+            w.close()
+        if red is not None and red_pos is not None:
+            kind = str(red.args[0])
+            assert red.dtype is not None
+            if kind in ("argmax", "argmin"):
+                w.line(f"int64_t tmp{red_pos} = acc_idx;")
+            else:
+                if kind in ("max", "min"):
+                    vref = red.args[1]
+                    assert isinstance(vref, Ref)
+                    if vref.dtype.is_floating_point:
+                        w.line("if (acc_nan) acc = std::numeric_limits<"
+                               f"{ctype(vref.dtype)}>::quiet_NaN();")
+                w.line(f"{ctype(red.dtype)} tmp{red_pos} = acc;")
+            self._ops(w, after_ops, red_pos + 1, subs)
+        w.close()
+
+    def _ops(self, w: _Writer, ops_: tuple[LoopOp, ...], start: int,
+             subs: dict[sympy.Symbol, sympy.Expr]) -> None:
+        for i, op in enumerate(ops_, start):
+            if op.kind in ("store", "store_reduction"):
+                self._store(w, str(op.args[0]), _sub(op.args[1], subs), str(op.args[2]))
+                continue
+            assert op.dtype is not None
+            w.line(f"{ctype(op.dtype)} tmp{i} = {self._expr(op, subs)};")
+
+    # -- the kernel --------------------------------------------------------------------------
+    def generate(self) -> CppKernel:
+        g = self.group
+        w = _Writer()
+        params = []
+        writes = g.writes()
+        for name in self.param_order:
+            t = ctype(self.buffers[name].dtype)
+            const = "" if name in writes else "const "
+            params.append(f"{const}{t}* __restrict__ {self.params[name]}")
+        w.line(f'extern "C" void KERNEL_NAME({", ".join(params)})')
+        w.line("{")
+        w.level += 1
+        pure = all(
+            (n.body is not None and not n.body.is_reduction
+             and not (split_node(n.body, g.k) or _EMPTY).inner_ranges)
+            for n in g.nodes)
+        outer_numel = math.prod(g.outer)
+        inner_numel = max((_inner_numel(n, g.k) for n in g.nodes), default=1)
+        work = outer_numel * inner_numel
+        parallel = self.threads > 1 and work >= self.parallel_threshold
+        k = g.k
+        par_loops = 0
+        if parallel and k > 0:
+            limit = k - 1 if (pure and k > 1) else k
+            prod = 1
+            while par_loops < limit:
+                prod *= g.outer[par_loops]
+                par_loops += 1
+                if prod >= 8 * self.threads:
+                    break
+            if prod < 2:
+                par_loops = 0
+        parallel_reduction = (parallel and k == 0 and len(g.nodes) == 1)
+        for j, size in enumerate(g.outer):
+            last = j == k - 1
+            if j == 0 and par_loops:
+                pragma = "#pragma omp parallel for"
+                if par_loops > 1:
+                    pragma += f" collapse({par_loops})"
+                if pure and last and self.simd:
+                    pragma += " simd"
+                w.line(pragma)
+            elif pure and last and self.simd and j >= par_loops:
+                w.line("#pragma omp simd")
+            sym = outer_symbol(j)
+            w.open(f"for (int64_t {sym} = 0; {sym} < {size}; ++{sym})")
+        for name, loc in self.locals.items():
+            w.line(f"{ctype(_compute(self.buffers[name].dtype))} {loc};")
+        for n in g.nodes:
+            self._node(w, n, parallel_reduction)
+        for _ in g.outer:
+            w.close()
+        w.level -= 1
+        w.line("}")
+        text = "\n".join(w.lines) + "\n"
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        name = f"kernel_{digest}"
+        return CppKernel(name, text.replace("KERNEL_NAME", name), tuple(self.param_order))
+
+
+class _Empty:
+    inner_ranges: tuple[int, ...] = ()
+
+
+_EMPTY = _Empty()
+
+
+def _compute(dtype: torch.dtype) -> torch.dtype:
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def _inner_numel(n: ComputedBuffer, k: int) -> int:
+    assert n.body is not None
+    sp = split_node(n.body, k)
+    return math.prod(sp.inner_ranges) if sp is not None else 1
+
+
+def _sub(expr: object, subs: dict[sympy.Symbol, sympy.Expr]) -> sympy.Expr:
+    assert isinstance(expr, sympy.Expr)
+    return expr.xreplace(subs)
+
+
+def generate_kernel(group: FusedGroup, buffers: dict[str, Buffer], *, threads: int,
+                    parallel_threshold: int, simd: bool = True) -> CppKernel:
+    return KernelGen(group, buffers, threads=threads, parallel_threshold=parallel_threshold,
+                     simd=simd).generate()
+
+
+def body_ops(body: LoopBody) -> int:
+    return len(body.ops)

@@ -1,0 +1,178 @@
+"""The generated Python wrapper: allocate buffers, call kernels and extern ATen ops in
+order, free or reuse buffers after their last use, and return the outputs.
+
+In: lowered buffers, scheduled steps, generated kernels. Out: Python source of
+`def call(arg0, arg1, ...)` and the namespace it runs in.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from inductor.codegen.cpp import CppKernel
+from inductor.ir.layout import Layout
+from inductor.ir.nodes import (
+    Buffer,
+    BufferView,
+    ComputedBuffer,
+    ConstantBuffer,
+    ExternKernel,
+)
+from inductor.scheduler.fusion import FusedGroup, Step
+
+
+def _reinterpret(t: torch.Tensor, size: tuple[int, ...], stride: tuple[int, ...],
+                 offset: int) -> torch.Tensor:
+    return t.as_strided(size, stride, t.storage_offset() + offset)
+
+
+@dataclass
+class WrapperCode:
+    source: str
+    namespace: dict[str, Any] = field(default_factory=dict)
+
+
+class WrapperGen:
+    def __init__(self, buffers: dict[str, Buffer], input_names: list[str], steps: list[Step],
+                 kernels: dict[int, CppKernel], outputs: list[object],
+                 constants: dict[str, torch.Tensor]) -> None:
+        self.buffers = buffers
+        self.input_names = input_names
+        self.steps = steps
+        self.kernels = kernels
+        self.outputs = outputs
+        self.ns: dict[str, Any] = {"empty_strided": torch.empty_strided,
+                                   "reinterpret": _reinterpret, "torch": torch}
+        self.ns.update(constants)
+        self.lines: list[str] = []
+        self._const_count = 0
+
+    # -- rendering values --------------------------------------------------------------
+    def constant(self, value: object) -> str:
+        if value is None or isinstance(value, (bool, int, str)):
+            return repr(value)
+        if isinstance(value, float):
+            if math.isnan(value) or math.isinf(value):
+                return f"float('{value}')"
+            return repr(value)
+        if isinstance(value, torch.dtype):
+            return str(value)
+        name = f"c{self._const_count}"
+        self._const_count += 1
+        self.ns[name] = value
+        return name
+
+    def view(self, v: BufferView) -> str:
+        if v.is_whole_buffer():
+            return v.buffer.name
+        lay = v.layout
+        return f"reinterpret({v.buffer.name}, {lay.size!r}, {lay.stride!r}, {lay.offset})"
+
+    def arg(self, value: object) -> str:
+        if isinstance(value, BufferView):
+            return self.view(value)
+        if isinstance(value, list):
+            return "[" + ", ".join(self.arg(v) for v in value) + "]"
+        if isinstance(value, tuple):
+            inner = ", ".join(self.arg(v) for v in value)
+            return f"({inner},)" if len(value) == 1 else f"({inner})"
+        return self.constant(value)
+
+    # -- liveness ----------------------------------------------------------------------
+    def _uses(self) -> tuple[dict[str, int], set[str]]:
+        last: dict[str, int] = {}
+        forever: set[str] = set()
+        for pos, step in enumerate(self.steps):
+            names: set[str] = set()
+            if isinstance(step, FusedGroup):
+                names = (step.reads() | step.writes()) - step.local
+            else:
+                names = set(step.reads) | {o.name for o in step.outputs}
+            for n in names:
+                last[n] = pos
+        for out in self.outputs:
+            if isinstance(out, BufferView):
+                forever.add(out.buffer.name)
+        # NOTE: an extern output may alias its inputs (views returned by ATen): keep the
+        # inputs alive as long as the output.
+        for step in reversed(self.steps):
+            if isinstance(step, ExternKernel) and step.aliases_inputs:
+                end = max((last.get(o.name, -1) for o in step.outputs), default=-1)
+                live = any(o.name in forever for o in step.outputs)
+                for r in step.reads:
+                    if live:
+                        forever.add(r)
+                    last[r] = max(last.get(r, -1), end)
+        return last, forever
+
+    # -- the source --------------------------------------------------------------------
+    def generate(self) -> WrapperCode:
+        last, forever = self._uses()
+        emit = self.lines.append
+        params = ", ".join(self.input_names)
+        emit(f"def call({params}):")
+        pool: dict[tuple[Any, ...], list[str]] = {}
+        allocated_here: set[str] = set()
+        for pos, step in enumerate(self.steps):
+            if isinstance(step, FusedGroup):
+                kernel = self.kernels[pos]
+                for n in step.nodes:
+                    if n.name in step.local:
+                        continue
+                    self._allocate(n, pool, allocated_here)
+                args = ", ".join(f"{p}.data_ptr()" for p in kernel.params)
+                emit(f"    {kernel.name}({args})")
+                self.ns[kernel.name] = None  # filled by the caller with the ctypes function
+            else:
+                self._extern(step)
+            for name in sorted(n for n, p in last.items() if p == pos):
+                if name in forever or name in self.input_names:
+                    continue
+                buf = self.buffers.get(name)
+                if isinstance(buf, ConstantBuffer):
+                    continue
+                if name in allocated_here and buf is not None:
+                    pool.setdefault(_key(buf.layout), []).append(name)
+                else:
+                    emit(f"    del {name}")
+        outs = [self.arg(o) for o in self.outputs]
+        emit(f"    return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
+        return WrapperCode("\n".join(self.lines) + "\n", self.ns)
+
+    def _allocate(self, n: ComputedBuffer, pool: dict[tuple[Any, ...], list[str]],
+                  allocated_here: set[str]) -> None:
+        lay = n.layout
+        free = pool.get(_key(lay))
+        if free:
+            old = free.pop()
+            self.lines.append(f"    {n.name} = {old}; del {old}  # reuse")
+        else:
+            dtype = self.constant(lay.dtype)
+            device = "" if lay.device.type == "cpu" else f", device={self.constant(lay.device)}"
+            self.lines.append(
+                f"    {n.name} = empty_strided({lay.size!r}, {lay.stride!r}, dtype={dtype}"
+                f"{device})")
+        allocated_here.add(n.name)
+
+    def _extern(self, step: ExternKernel) -> None:
+        fn = self.constant(step.op)
+        args = [self.arg(a) for a in step.args]
+        args += [f"{k}={self.arg(v)}" for k, v in step.kwargs.items()]
+        call = f"{fn}({', '.join(args)})"
+        outs = step.outputs
+        if len(outs) == 1 and outs[0].path == ():
+            self.lines.append(f"    {outs[0].name} = {call}")
+            return
+        self.lines.append(f"    {step.name} = {call}")
+        for o in outs:
+            sub = "".join(f"[{i}]" for i in o.path)
+            self.lines.append(f"    {o.name} = {step.name}{sub}")
+        self.lines.append(f"    del {step.name}")
+
+
+def _key(lay: Layout) -> tuple[Any, ...]:
+    return (lay.size, lay.stride, lay.dtype, lay.device)

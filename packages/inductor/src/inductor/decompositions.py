@@ -1,0 +1,45 @@
+"""The decomposition table inductor asks of the tracer: torch's core ATen decompositions
+plus composite ops (softmax, layer norm, gelu, ...) that lower better as reductions and
+pointwise ops than as extern calls.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch._decomp import core_aten_decompositions, get_decompositions
+
+aten = torch.ops.aten
+
+_EXTRA = [
+    aten._softmax, aten._log_softmax, aten.native_layer_norm, aten.native_layer_norm_backward,
+    aten._softmax_backward_data, aten._log_softmax_backward_data, aten.gelu_backward,
+    aten.embedding_dense_backward, aten.native_dropout, aten.native_dropout_backward,
+    aten.index_select, aten.hardtanh, aten.logsumexp, aten.rsub, aten.addcmul, aten.addcdiv,
+    aten.lerp, aten.leaky_relu, aten.elu, aten.softplus, aten.sigmoid_backward,
+    aten.tanh_backward, aten.threshold_backward, aten.nll_loss_forward,
+    aten.nll_loss_backward, aten.mse_loss, aten.mse_loss_backward, aten.stack, aten.repeat,
+    aten.tril, aten.triu, aten._native_batch_norm_legit_no_training,
+    aten._native_batch_norm_legit_functional, aten.native_batch_norm,
+    aten.native_batch_norm_backward, aten.native_group_norm, aten.std,
+    aten.split, aten.unbind, aten.t, aten.transpose, aten.silu, aten.silu_backward,
+    aten.mish, aten.hardswish, aten.hardsigmoid, aten.clamp_min, aten.clamp_max,
+]
+
+# NOTE: kept as single ops because a lowering (or an extern call) beats their
+# decomposition: gelu lowers to one fused expression; addmm runs as one BLAS call.
+_KEEP = {aten.gelu.default, aten.addmm.default, aten.clamp.default,
+         aten.embedding.default, aten.mean.dim, aten.var.correction,
+         aten.var_mean.correction}
+
+
+@functools.cache
+def decomposition_table() -> dict[Any, Callable[..., Any]]:
+    table: dict[Any, Callable[..., Any]] = dict(core_aten_decompositions())
+    table.update(get_decompositions(_EXTRA))
+    for op in _KEEP:
+        table.pop(op, None)
+    return table

@@ -1,0 +1,84 @@
+"""Buffer layouts: size, stride, storage offset, dtype and device of a strided tensor."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import sympy
+import torch
+
+from inductor.sizevars import Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int
+    dtype: torch.dtype
+    device: torch.device
+
+    @staticmethod
+    def contiguous(
+        size: Sequence[int], dtype: torch.dtype, device: torch.device
+    ) -> Layout:
+        return Layout(tuple(size), contiguous_strides(size), 0, dtype, device)
+
+    @staticmethod
+    def of(t: torch.Tensor) -> Layout:
+        return Layout(
+            tuple(int(s) for s in t.shape),
+            tuple(int(s) for s in t.stride()),
+            int(t.storage_offset()),
+            t.dtype,
+            t.device,
+        )
+
+    def index(self, idx: Sequence[Expr]) -> Expr:
+        expr: Expr = sympy.Integer(self.offset)
+        for i, st, sz in zip(idx, self.stride, self.size):
+            if sz != 1 and st != 0:
+                expr = expr + i * st
+        return expr
+
+    def numel(self) -> int:
+        n = 1
+        for s in self.size:
+            n *= s
+        return n
+
+    def storage_size(self) -> int:
+        """Elements of storage the layout can touch (past the offset)."""
+        if any(s == 0 for s in self.size):
+            return 0
+        return 1 + sum((sz - 1) * st for sz, st in zip(self.size, self.stride))
+
+    def is_contiguous(self) -> bool:
+        return self.offset == 0 and all(
+            sz == 1 or st == c
+            for sz, st, c in zip(self.size, self.stride, contiguous_strides(self.size))
+        )
+
+    def is_dense(self) -> bool:
+        """Non-overlapping and dense (a permutation of a contiguous layout)."""
+        if any(s == 0 for s in self.size):
+            return True
+        dims = sorted(
+            (st, sz) for st, sz in zip(self.stride, self.size) if sz != 1
+        )
+        expected = 1
+        for st, sz in dims:
+            if st != expected:
+                return False
+            expected *= sz
+        return True
+
+
+def contiguous_strides(size: Sequence[int]) -> tuple[int, ...]:
+    strides: list[int] = []
+    acc = 1
+    for s in reversed(list(size)):
+        strides.append(acc)
+        acc *= max(s, 1)
+    return tuple(reversed(strides))

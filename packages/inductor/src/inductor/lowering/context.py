@@ -1,0 +1,212 @@
+"""LoweringContext: walks an ATen FX graph, applies the lowering table, and collects the
+buffers and kernels (in program order) that the scheduler consumes.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import sympy
+import torch
+import torch.fx
+
+from inductor import config
+from inductor.codegen.ops import ops
+from inductor.ir.layout import Layout
+from inductor.ir.loop_body import record_pointwise
+from inductor.ir.nodes import (
+    Buffer,
+    BufferView,
+    ComputedBuffer,
+    ConstantBuffer,
+    ExternKernel,
+    InputBuffer,
+    Pointwise,
+    TensorValue,
+)
+from inductor.lowering.registry import find_lowering
+from inductor.sizevars import Expr
+
+log = logging.getLogger("inductor.lowering")
+
+
+class LoweringError(RuntimeError):
+    pass
+
+
+def example_value(node: torch.fx.Node) -> Any:
+    if "example_value" in node.meta:
+        return node.meta["example_value"]
+    return node.meta.get("val")
+
+
+class LoweringContext:
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> None:
+        self.gm = gm
+        self.example_inputs = list(example_inputs)
+        self.buffers: dict[str, Buffer] = {}
+        self.kernels: list[ComputedBuffer | ExternKernel] = []
+        self.inputs: list[InputBuffer | None] = []
+        self.input_names: list[str] = []
+        self.constants: dict[str, torch.Tensor] = {}
+        self.outputs: list[object] = []
+        self.extern_calls: Counter[str] = Counter()
+        self.node: torch.fx.Node | None = None
+        self._counter = 0
+        self.env: dict[torch.fx.Node, Any] = {}
+
+    # -- names and buffers -------------------------------------------------------------
+    def new_name(self, prefix: str = "buf") -> str:
+        name = f"{prefix}{self._counter}"
+        self._counter += 1
+        return name
+
+    def register(self, buf: Buffer) -> Buffer:
+        self.buffers[buf.name] = buf
+        return buf
+
+    def buffer_dtype(self, name: str) -> torch.dtype:
+        return self.buffers[name].layout.dtype
+
+    # -- realization ---------------------------------------------------------------------
+    def node_layout(self, value: Any, size: Sequence[int], dtype: torch.dtype,
+                    device: torch.device) -> Layout:
+        """Eager's strides when the current FX node's value has this size, else contiguous."""
+        if isinstance(value, torch.Tensor) and tuple(value.shape) == tuple(size):
+            layout = Layout.of(value)
+            if layout.is_dense():
+                return Layout(layout.size, layout.stride, 0, dtype, device)
+        return Layout.contiguous(size, dtype, device)
+
+    def realize(self, value: TensorValue, layout: Layout | None = None) -> BufferView:
+        if isinstance(value, BufferView):
+            return value
+        if layout is None:
+            layout = Layout.contiguous(value.size, value.dtype, value.device)
+        name = self.new_name()
+        buf = ComputedBuffer(name, layout, None, self.node.name if self.node else "")
+        # NOTE: iterate in the storage order of the output, so the innermost loop writes
+        # contiguously (and vectorizes) even for permuted layouts.
+        order = sorted(range(len(layout.size)), key=lambda d: -layout.stride[d])
+        sizes = [layout.size[d] for d in order]
+
+        def body(idx: list[Expr]) -> None:
+            full: list[Expr] = [sympy.Integer(0)] * len(order)
+            for j, d in enumerate(order):
+                full[d] = idx[j]
+            ops.store(name, layout.index(full), value.load(full))
+
+        self.register(buf)
+        buf.body = record_pointwise(sizes, body, self.buffer_dtype)
+        self.kernels.append(buf)
+        return BufferView(buf, layout)
+
+    def maybe_realize_shared(self, node: torch.fx.Node, value: Pointwise) -> TensorValue:
+        """Realize a pointwise value with several users when inlining it would recompute
+        too much (the inline-vs-store trade-off)."""
+        users = len(node.users)
+        if users <= 1:
+            return value
+        if value.op_count < 0:
+            scratch = f"__probe{id(value)}"
+            self.buffers[scratch] = Buffer(scratch, Layout.contiguous(
+                value.size, value.dtype, value.device))
+            body = record_pointwise(
+                value.size, lambda idx: ops.store(scratch, sympy.Integer(0), value.load(idx)),
+                self.buffer_dtype)
+            del self.buffers[scratch]
+            value.op_count = sum(1 for op in body.ops if op.kind not in ("constant",))
+            loads = sum(1 for op in body.ops if op.kind == "load")
+            if loads > config.options.realize_reads_threshold:
+                value.op_count = max(value.op_count, config.options.realize_opcount_threshold + 1)
+        if value.op_count > config.options.realize_opcount_threshold or users > 8:
+            ev = example_value(node)
+            return self.realize(value, self.node_layout(ev, value.size, value.dtype,
+                                                        value.device))
+        return value
+
+    # -- the graph walk ------------------------------------------------------------------
+    def run(self) -> None:
+        placeholder_index = 0
+        for node in self.gm.graph.nodes:
+            self.node = node
+            if node.op == "placeholder":
+                ex = self.example_inputs[placeholder_index]
+                placeholder_index += 1
+                if isinstance(ex, torch.Tensor):
+                    lay = Layout.of(ex)
+                    lay = Layout(lay.size, lay.stride, 0, lay.dtype, lay.device)
+                    inp = InputBuffer(f"arg{placeholder_index - 1}", lay, placeholder_index - 1)
+                    self.register(inp)
+                    self.inputs.append(inp)
+                    self.input_names.append(inp.name)
+                    self.env[node] = BufferView(inp, lay)
+                else:
+                    self.inputs.append(None)
+                    self.input_names.append(f"arg{placeholder_index - 1}")
+                    self.env[node] = ex
+            elif node.op == "get_attr":
+                t = getattr(self.gm, str(node.target))
+                if isinstance(t, torch.Tensor):
+                    name = self.new_name("const")
+                    lay = Layout.of(t)
+                    lay = Layout(lay.size, lay.stride, 0, lay.dtype, lay.device)
+                    self.register(ConstantBuffer(name, lay, t))
+                    self.constants[name] = t
+                    self.env[node] = BufferView(self.buffers[name], lay)
+                else:
+                    self.env[node] = t
+            elif node.op == "call_function":
+                self.env[node] = self.lower_call(node)
+            elif node.op == "output":
+                (result,) = node.args
+                self.outputs = [
+                    self.lower_output(self.env[n], example_value(n))
+                    if isinstance(n, torch.fx.Node) else n
+                    for n in _as_list(result)
+                ]
+            else:
+                raise LoweringError(f"unsupported FX node kind {node.op}: {node.format_node()}")
+        self.node = None
+
+    def lower_call(self, node: torch.fx.Node) -> Any:
+        args = torch.fx.node.map_arg(node.args, lambda n: self.env[n])
+        kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: self.env[n])
+        if node.target is operator.getitem:
+            return args[0][args[1]]
+        fn = find_lowering(node.target)
+        result = None
+        if fn is not None:
+            result = fn(self, *args, **kwargs)
+        if result is NotImplemented or fn is None:
+            from inductor.lowering.extern import fallback
+
+            result = fallback(self, node.target, args, kwargs)
+        if isinstance(result, Pointwise):
+            ev = example_value(node)
+            if isinstance(ev, torch.Tensor) and ev.dtype != result.dtype:
+                raise LoweringError(
+                    f"lowering of {node.target} produced {result.dtype}, eager gives {ev.dtype}")
+            result = self.maybe_realize_shared(node, result)
+        return result
+
+    def lower_output(self, value: Any, example: Any) -> object:
+        if isinstance(value, Pointwise):
+            return self.realize(value, self.node_layout(example, value.size, value.dtype,
+                                                        value.device))
+        return value
+
+    def output_layouts(self) -> list[Any]:
+        (result,) = [n for n in self.gm.graph.nodes if n.op == "output"][0].args
+        return [example_value(n) if isinstance(n, torch.fx.Node) else n
+                for n in _as_list(result)]
+
+
+def _as_list(result: Any) -> list[Any]:
+    if isinstance(result, (tuple, list)):
+        return list(result)
+    return [result]

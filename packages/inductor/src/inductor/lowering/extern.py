@@ -1,0 +1,73 @@
+"""Extern kernels: matmul, convolution and every op without a lowering run as ATen calls
+from the wrapper, on realized inputs. Calls are counted (and logged) per op.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+
+from inductor.ir.layout import Layout
+from inductor.ir.nodes import BufferView, ExternKernel, ExternOutput, Pointwise
+from inductor.lowering.context import LoweringContext, example_value
+from inductor.lowering.registry import lowering
+
+log = logging.getLogger("inductor.extern")
+aten = torch.ops.aten
+
+
+def _realize_args(ctx: LoweringContext, value: Any, reads: list[str]) -> Any:
+    if isinstance(value, Pointwise):
+        value = ctx.realize(value)
+    if isinstance(value, BufferView):
+        reads.append(value.buffer.name)
+        return value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_realize_args(ctx, v, reads) for v in value)
+    return value
+
+
+def _aliases(op: object) -> bool:
+    schema = getattr(op, "_schema", None)
+    if schema is None:
+        return True
+    return any(r.alias_info is not None for r in schema.returns)
+
+
+def fallback(ctx: LoweringContext, op: object, args: Any, kwargs: Any) -> Any:
+    reads: list[str] = []
+    rargs = _realize_args(ctx, tuple(args), reads)
+    rkwargs = {k: _realize_args(ctx, v, reads) for k, v in kwargs.items()}
+    assert ctx.node is not None
+    ev = example_value(ctx.node)
+    name = ctx.new_name("buf")
+    kernel = ExternKernel(name, op, rargs, rkwargs, ev, reads=reads,
+                          aliases_inputs=_aliases(op), origin=ctx.node.name)
+    ctx.extern_calls[str(op)] += 1
+    log.debug("extern call %s for node %s", op, ctx.node.name)
+
+    def wrap(value: Any, path: tuple[int, ...]) -> Any:
+        if isinstance(value, torch.Tensor):
+            lay = Layout.of(value)
+            lay = Layout(lay.size, lay.stride, 0, lay.dtype, lay.device)
+            out_name = name if not path else name + "_" + "_".join(map(str, path))
+            out = ExternOutput(out_name, lay, kernel, path)
+            ctx.register(out)
+            kernel.outputs.append(out)
+            return BufferView(out, lay)
+        if isinstance(value, (list, tuple)):
+            return type(value)(wrap(v, path + (i,)) for i, v in enumerate(value))
+        return value
+
+    result = wrap(ev, ())
+    ctx.kernels.append(kernel)
+    return result
+
+
+@lowering(aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default,
+          aten.convolution.default, aten.convolution_backward.default)
+def _extern_always(ctx: LoweringContext, *args: Any, **kwargs: Any) -> Any:
+    assert ctx.node is not None
+    return fallback(ctx, ctx.node.target, args, kwargs)

@@ -1,0 +1,109 @@
+"""Lowering rules for indexing with tensors: `index` (advanced indexing), `gather`,
+`index_select`, `embedding`. Indices become indirect index variables (negative indices
+wrap); masks and writes (index_put, scatter) stay extern ATen calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sympy
+import torch
+
+from inductor.codegen.ops import Ref, ops
+from inductor.ir.nodes import Pointwise, TensorValue
+from inductor.lowering.common import broadcast_index, normalize_dim, out_meta
+from inductor.lowering.context import LoweringContext
+from inductor.lowering.registry import lowering
+from inductor.sizevars import Expr
+
+aten = torch.ops.aten
+
+
+def _broadcast_shape(shapes: Sequence[Sequence[int]]) -> tuple[int, ...]:
+    return tuple(int(s) for s in torch.broadcast_shapes(*[torch.Size(s) for s in shapes]))
+
+
+@lowering(aten.index.Tensor)
+def _index(ctx: LoweringContext, x: TensorValue, indices: Sequence[Any]) -> Any:
+    if any(i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices):
+        return NotImplemented
+    meta = out_meta(ctx)
+    nd = len(x.size)
+    idx_list = list(indices) + [None] * (nd - len(indices))
+    positions = [d for d, i in enumerate(idx_list) if i is not None]
+    if not positions:
+        return x
+    bshape = _broadcast_shape([idx_list[d].size for d in positions])  # type: ignore[union-attr]
+    adjacent = positions == list(range(positions[0], positions[-1] + 1))
+    first = positions[0] if adjacent else 0
+    nb = len(bshape)
+    src = x
+
+    def inner(idx: Sequence[Expr]) -> Ref:
+        bidx = list(idx[first:first + nb])
+        rest = list(idx[:first]) + list(idx[first + nb:])
+        full: list[Expr] = []
+        it = iter(rest)
+        for d in range(nd):
+            t = idx_list[d]
+            if t is None:
+                full.append(next(it))
+            else:
+                v = t.load(broadcast_index(t.size, bshape, bidx))
+                full.append(ops.indirect(v, src.size[d]))
+        return src.load(full)
+
+    return Pointwise(tuple(int(s) for s in meta.shape), x.dtype, x.device, inner)
+
+
+@lowering(aten.index_select.default)
+def _index_select(ctx: LoweringContext, x: TensorValue, dim: int, index: TensorValue) -> Any:
+    nd = len(x.size)
+    dim = normalize_dim(dim, nd)
+    meta = out_meta(ctx)
+    src = x
+
+    def inner(idx: Sequence[Expr]) -> Ref:
+        full = list(idx)
+        if nd:
+            i = index.load([idx[dim]] if len(index.size) else [])
+            full[dim] = ops.indirect(i, src.size[dim])
+        return src.load(full)
+
+    return Pointwise(tuple(int(s) for s in meta.shape), x.dtype, x.device, inner)
+
+
+@lowering(aten.embedding.default)
+def _embedding(ctx: LoweringContext, weight: TensorValue, indices: TensorValue,
+               *args: Any) -> Any:
+    meta = out_meta(ctx)
+    ni = len(indices.size)
+
+    def inner(idx: Sequence[Expr]) -> Ref:
+        i = indices.load(list(idx[:ni]))
+        row = ops.indirect(i, weight.size[0])
+        return weight.load([row, idx[ni]])
+
+    return Pointwise(tuple(int(s) for s in meta.shape), weight.dtype, weight.device, inner)
+
+
+@lowering(aten.gather.default)
+def _gather(ctx: LoweringContext, x: TensorValue, dim: int, index: TensorValue,
+            sparse_grad: bool = False) -> Any:
+    nd = len(x.size)
+    dim = normalize_dim(dim, nd)
+    meta = out_meta(ctx)
+    src = x
+
+    def inner(idx: Sequence[Expr]) -> Ref:
+        full = list(idx)
+        if nd:
+            i = index.load(list(idx))
+            full[dim] = ops.indirect(i, src.size[dim])
+        else:
+            full = [sympy.Integer(0)] * 0
+        return src.load(full)
+
+    return Pointwise(tuple(int(s) for s in meta.shape), x.dtype, x.device, inner)

@@ -1,0 +1,284 @@
+"""View ops as index rewrites: a view of a buffer becomes a new strided layout when the
+index map is linear, and an inlined loader (no copy) otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import sympy
+import torch
+
+from inductor.codegen.ops import Ref, ops
+from inductor.ir.layout import Layout, contiguous_strides
+from inductor.ir.nodes import BufferView, Pointwise, TensorValue
+from inductor.lowering.common import normalize_dim, out_size
+from inductor.lowering.context import LoweringContext
+from inductor.lowering.registry import lowering
+from inductor.sizevars import (
+    Clamp,
+    Expr,
+    FloorDiv,
+    ModIndex,
+    index_symbol,
+    linear_coefficients,
+    simplify_index,
+)
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+IndexMap = Callable[[Sequence[Expr]], list[Expr]]
+
+
+def apply_view(x: TensorValue, new_size: Sequence[int], mapping: IndexMap) -> TensorValue:
+    new_size = tuple(int(s) for s in new_size)
+    if isinstance(x, BufferView):
+        syms: list[sympy.Symbol] = []
+        idx: list[Expr] = []
+        ranges: dict[sympy.Symbol, int] = {}
+        for d, s in enumerate(new_size):
+            if s == 1:
+                idx.append(sympy.Integer(0))
+            else:
+                sym = index_symbol(f"v{d}")
+                syms.append(sym)
+                ranges[sym] = s
+                idx.append(sym)
+        expr = simplify_index(sympy.expand(x.layout.index(mapping(idx))), ranges)
+        lin = linear_coefficients(expr, syms)
+        if lin is not None:
+            coeffs, offset = lin
+            it = iter(coeffs)
+            default = contiguous_strides(new_size)
+            strides = tuple(next(it) if s != 1 else default[d] for d, s in enumerate(new_size))
+            lay = Layout(new_size, strides, offset, x.dtype, x.device)
+            return BufferView(x.buffer, lay)
+    src = x
+
+    def inner(index: Sequence[Expr]) -> Ref:
+        return src.load(mapping(index))
+
+    return Pointwise(new_size, x.dtype, x.device, inner)
+
+
+def reshape_map(old: Sequence[int], new: Sequence[int]) -> IndexMap:
+    old_strides = contiguous_strides(old)
+    new_strides = contiguous_strides(new)
+
+    def mapping(idx: Sequence[Expr]) -> list[Expr]:
+        flat: Expr = sympy.Integer(0)
+        for i, st, sz in zip(idx, new_strides, new):
+            if sz != 1:
+                flat = flat + i * st
+        result: list[Expr] = []
+        for d, (st, sz) in enumerate(zip(old_strides, old)):
+            if sz == 1:
+                result.append(sympy.Integer(0))
+                continue
+            term: Expr = FloorDiv(flat, st) if st != 1 else flat
+            if d > 0:
+                term = ModIndex(term, sz)
+            result.append(term)
+        return result
+
+    return mapping
+
+
+@lowering(aten.view.default, aten._unsafe_view.default, aten.reshape.default,
+          prims.reshape.default)
+def _view(ctx: LoweringContext, x: TensorValue, size: Sequence[int]) -> TensorValue:
+    new = out_size(ctx)
+    if tuple(new) == tuple(x.size):
+        return x
+    return apply_view(x, new, reshape_map(x.size, new))
+
+
+@lowering(aten.permute.default, prims.transpose.default)
+def _permute(ctx: LoweringContext, x: TensorValue, dims: Sequence[int]) -> TensorValue:
+    nd = len(x.size)
+    dims = [normalize_dim(d, nd) for d in dims]
+    inv = [0] * nd
+    for i, d in enumerate(dims):
+        inv[d] = i
+    new = [x.size[d] for d in dims]
+    return apply_view(x, new, lambda idx: [idx[inv[d]] for d in range(nd)])
+
+
+@lowering(aten.transpose.int)
+def _transpose(ctx: LoweringContext, x: TensorValue, a: int, b: int) -> TensorValue:
+    nd = len(x.size)
+    dims = list(range(nd))
+    if nd:
+        a, b = normalize_dim(a, nd), normalize_dim(b, nd)
+        dims[a], dims[b] = dims[b], dims[a]
+    return _permute(ctx, x, dims)
+
+
+@lowering(aten.t.default)
+def _t(ctx: LoweringContext, x: TensorValue) -> TensorValue:
+    return _permute(ctx, x, list(reversed(range(len(x.size)))))
+
+
+@lowering(aten.expand.default, prims.broadcast_in_dim.default)
+def _expand(ctx: LoweringContext, x: TensorValue, size: Sequence[int], *rest: Any,
+            **kwargs: Any) -> TensorValue:
+    new = out_size(ctx)
+    assert ctx.node is not None
+    if ctx.node.target is prims.broadcast_in_dim.default:
+        bdims = list(rest[0])
+
+        def bmap(idx: Sequence[Expr]) -> list[Expr]:
+            return [idx[d] if x.size[i] != 1 else sympy.Integer(0)
+                    for i, d in enumerate(bdims)]
+
+        return apply_view(x, new, bmap)
+    lead = len(new) - len(x.size)
+
+    def emap(idx: Sequence[Expr]) -> list[Expr]:
+        return [sympy.Integer(0) if s == 1 else idx[lead + d] for d, s in enumerate(x.size)]
+
+    return apply_view(x, new, emap)
+
+
+@lowering(aten.unsqueeze.default)
+def _unsqueeze(ctx: LoweringContext, x: TensorValue, dim: int) -> TensorValue:
+    new = out_size(ctx)
+    dim = normalize_dim(dim, len(new))
+    return apply_view(x, new, lambda idx: [i for d, i in enumerate(idx) if d != dim])
+
+
+@lowering(aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default, prims.squeeze.default)
+def _squeeze(ctx: LoweringContext, x: TensorValue, dims: Any = None) -> TensorValue:
+    nd = len(x.size)
+    if dims is None:
+        drop = {d for d in range(nd) if x.size[d] == 1}
+    else:
+        ds = [dims] if isinstance(dims, int) else list(dims)
+        drop = {normalize_dim(d, nd) for d in ds if nd and x.size[normalize_dim(d, nd)] == 1}
+    keep = [d for d in range(nd) if d not in drop]
+    new = [x.size[d] for d in keep]
+
+    def smap(idx: Sequence[Expr]) -> list[Expr]:
+        it = iter(idx)
+        return [sympy.Integer(0) if d in drop else next(it) for d in range(nd)]
+
+    return apply_view(x, new, smap)
+
+
+@lowering(aten.slice.Tensor)
+def _slice(ctx: LoweringContext, x: TensorValue, dim: int = 0, start: Any = None,
+           end: Any = None, step: int = 1) -> TensorValue:
+    nd = len(x.size)
+    dim = normalize_dim(dim, nd)
+    new = out_size(ctx)
+    size = x.size[dim]
+    s = 0 if start is None else int(start)
+    if s < 0:
+        s += size
+    s = min(max(s, 0), size)
+
+    def smap(idx: Sequence[Expr]) -> list[Expr]:
+        out = list(idx)
+        out[dim] = idx[dim] * step + s
+        return out
+
+    return apply_view(x, new, smap)
+
+
+@lowering(aten.select.int)
+def _select(ctx: LoweringContext, x: TensorValue, dim: int, index: int) -> TensorValue:
+    nd = len(x.size)
+    dim = normalize_dim(dim, nd)
+    if index < 0:
+        index += x.size[dim]
+    new = out_size(ctx)
+
+    def smap(idx: Sequence[Expr]) -> list[Expr]:
+        out = list(idx)
+        out.insert(dim, sympy.Integer(index))
+        return out
+
+    return apply_view(x, new, smap)
+
+
+@lowering(aten.as_strided.default)
+def _as_strided(ctx: LoweringContext, x: TensorValue, size: Sequence[int],
+                stride: Sequence[int], storage_offset: int | None = None) -> Any:
+    if not isinstance(x, BufferView):
+        x = ctx.realize(x)
+    base = x.buffer.layout
+    off = x.layout.offset if storage_offset is None else int(storage_offset)
+    if not (base.is_contiguous() or storage_offset is None):
+        return NotImplemented
+    lay = Layout(tuple(int(s) for s in size), tuple(int(s) for s in stride), off,
+                 x.dtype, x.device)
+    return BufferView(x.buffer, lay)
+
+
+@lowering(aten.cat.default, prims.cat.default)
+def _cat(ctx: LoweringContext, tensors: Sequence[Any], dim: int = 0) -> Any:
+    new = out_size(ctx)
+    dim = normalize_dim(dim, len(new))
+    parts = [t for t in tensors if not (len(t.size) == 1 and t.size[0] == 0)]
+    if len(parts) > 8:
+        return NotImplemented
+    dtype = ctx.node.meta["example_value"].dtype if ctx.node is not None else parts[0].dtype
+    offsets = []
+    acc = 0
+    for t in parts:
+        offsets.append(acc)
+        acc += t.size[dim]
+
+    def inner(idx: Sequence[Expr]) -> Ref:
+        value: Ref | None = None
+        for t, off in reversed(list(zip(parts, offsets))):
+            sub = list(idx)
+            sub[dim] = Clamp(idx[dim] - off, 0, max(t.size[dim] - 1, 0))
+            v = ops.to_dtype(t.load(sub), dtype)
+            if value is None:
+                value = v
+            else:
+                cond = ops.lt(ops.index_expr(idx[dim], torch.int64),
+                              ops.constant(offsets[parts.index(t) + 1], torch.int64))
+                value = ops.where(cond, v, value)
+        assert value is not None
+        return value
+
+    return Pointwise(tuple(new), dtype, parts[0].device, inner)
+
+
+@lowering(aten.constant_pad_nd.default)
+def _pad(ctx: LoweringContext, x: TensorValue, pad: Sequence[int], value: float = 0) -> Any:
+    new = out_size(ctx)
+    nd = len(x.size)
+    pads = [(0, 0)] * nd
+    for i in range(len(pad) // 2):
+        pads[nd - 1 - i] = (int(pad[2 * i]), int(pad[2 * i + 1]))
+    if any(lo < 0 or hi < 0 for lo, hi in pads):
+        return NotImplemented
+    src = x
+
+    def inner(idx: Sequence[Expr]) -> Ref:
+        sub: list[Expr] = []
+        conds: list[Ref] = []
+        for d, (lo, _) in enumerate(pads):
+            if pads[d] == (0, 0):
+                sub.append(idx[d])
+                continue
+            shifted = idx[d] - lo
+            sub.append(Clamp(shifted, 0, max(src.size[d] - 1, 0)))
+            i = ops.index_expr(idx[d], torch.int64)
+            conds.append(ops.logical_and(
+                ops.ge(i, ops.constant(lo, torch.int64)),
+                ops.lt(i, ops.constant(lo + src.size[d], torch.int64))))
+        v = src.load(sub)
+        if not conds:
+            return v
+        c = conds[0]
+        for other in conds[1:]:
+            c = ops.logical_and(c, other)
+        return ops.where(c, v, ops.constant(value, v.dtype))  # type: ignore[no-any-return]
+
+    return Pointwise(tuple(new), x.dtype, x.device, inner)

@@ -1,0 +1,125 @@
+"""compile_aten: the whole pipeline, one pass per line.
+
+ATen FX graph -> lower (LoweringContext) -> dead-code removal -> fusion -> local buffers
+-> C++ per fused group -> build/load (cached) -> Python wrapper -> callable.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+
+from inductor import config
+from inductor.codegen.cpp import CppKernel, generate_kernel
+from inductor.codegen.wrapper import WrapperGen
+from inductor.ir.nodes import BufferView, ComputedBuffer, ExternKernel
+from inductor.ir.verify import verify
+from inductor.lowering import load_rules
+from inductor.lowering.context import LoweringContext
+from inductor.runtime.cpp_build import load_kernels
+from inductor.scheduler.fusion import FusedGroup, Step, assign_locals, fuse, remove_dead
+
+log = logging.getLogger("inductor")
+output_code_log = logging.getLogger("inductor.output_code")
+
+
+@dataclass
+class CompiledGraph:
+    """The result of compile_aten: call it like the graph module."""
+
+    call: Callable[..., tuple[Any, ...]]
+    wrapper_source: str
+    kernels: list[CppKernel]
+    steps: list[Step]
+    extern_calls: dict[str, int]
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def __call__(self, *args: Any) -> tuple[Any, ...]:
+        return self.call(*args)
+
+    def output_code(self) -> str:
+        parts = ["# wrapper", self.wrapper_source]
+        for k in self.kernels:
+            parts += [f"// {k.name}", k.source]
+        return "\n".join(parts)
+
+
+@dataclass
+class Planned:
+    """Everything up to (not including) building: what golden tests print."""
+
+    ctx: LoweringContext
+    steps: list[Step]
+    kernels: dict[int, CppKernel]
+    wrapper_source: str
+    namespace: dict[str, Any]
+
+
+def plan(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> Planned:
+    load_rules()
+    ctx = LoweringContext(gm, example_inputs)
+    ctx.run()
+    live = {o.buffer.name for o in ctx.outputs if isinstance(o, BufferView)}
+    kernels = remove_dead(ctx.kernels, live)
+    if config.options.verify_ir:
+        verify(ctx, kernels)
+    steps = fuse(kernels, enabled=config.options.fusion)
+    users = _users(steps)
+    assign_locals(steps, users, live)
+    cpp: dict[int, CppKernel] = {}
+    for pos, step in enumerate(steps):
+        if isinstance(step, FusedGroup):
+            cpp[pos] = generate_kernel(step, ctx.buffers, threads=config.options.threads,
+                                       parallel_threshold=config.options.parallel_threshold,
+                                       simd=config.options.simd)
+    wrapper = WrapperGen(ctx.buffers, ctx.input_names, steps, cpp, ctx.outputs,
+                         ctx.constants).generate()
+    return Planned(ctx, steps, cpp, wrapper.source, wrapper.namespace)
+
+
+def _users(steps: list[Step]) -> dict[str, set[int]]:
+    users: dict[str, set[int]] = {}
+    for pos, step in enumerate(steps):
+        if isinstance(step, FusedGroup):
+            for n in step.nodes:
+                assert n.body is not None
+                for b, _ in n.body.reads():
+                    users.setdefault(b, set()).add(pos)
+        else:
+            for b in step.reads:
+                users.setdefault(b, set()).add(pos)
+    return users
+
+
+def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> CompiledGraph:
+    """Compile an ATen FX graph (the ATen-graph compiler contract in INTERFACES.md)."""
+    t0 = time.perf_counter()
+    planned = plan(gm, example_inputs)
+    t1 = time.perf_counter()
+    kernels = list(planned.kernels.values())
+    functions = load_kernels(kernels)
+    t2 = time.perf_counter()
+    ns = dict(planned.namespace)
+    ns.update(functions)
+    code = compile(planned.wrapper_source, "<inductor wrapper>", "exec")
+    exec(code, ns)
+    call = ns["call"]
+    compiled = CompiledGraph(call, planned.wrapper_source, kernels, planned.steps,
+                             dict(planned.ctx.extern_calls),
+                             {"plan": t1 - t0, "build": t2 - t1})
+    if planned.ctx.extern_calls:
+        log.info("extern calls: %s", dict(planned.ctx.extern_calls))
+    if output_code_log.isEnabledFor(logging.DEBUG) or config.options.debug:
+        output_code_log.log(logging.DEBUG if not config.options.debug else logging.WARNING,
+                            "%s", compiled.output_code())
+    return compiled
+
+
+def _count(kernels: list[ComputedBuffer | ExternKernel]) -> int:
+    return len(kernels)
