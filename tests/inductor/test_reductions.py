@@ -1,0 +1,76 @@
+"""Reductions, alone and fused with pointwise prologues and epilogues, against eager."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tests_inductor_support import run_and_compare
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "amax", "amin", "prod"])
+@pytest.mark.parametrize("dim", [0, 1, -1, (0, 2)])
+def test_reduce_dims(op: str, dim: object) -> None:
+    x = torch.randn(6, 7, 9)
+    if op == "prod" and isinstance(dim, tuple):
+        pytest.skip("torch.prod takes one dim")
+    if op == "prod":
+        x = x.clamp(-1.1, 1.1)
+    run_and_compare(lambda t: getattr(torch, op)(t.exp() if op != "prod" else t, dim),
+                    [x], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_keepdim_and_full(keepdim: bool) -> None:
+    x = torch.randn(5, 11)
+    run_and_compare(lambda t: (t.sum(1, keepdim=keepdim), t.sum(), t.amax()), [x],
+                    atol=1e-5, rtol=1e-5)
+
+
+def test_large_full_reduction_parallel() -> None:
+    x = torch.randn(300_000)
+    run_and_compare(lambda t: (t.sum(), (t * t).mean(), t.amax()), [x], atol=1e-2, rtol=1e-4)
+
+
+def test_argmax_argmin() -> None:
+    x = torch.randn(8, 13)
+    x[2, 5] = float("nan")
+    run_and_compare(lambda t: (t.argmax(1), t.argmin(0), t.argmax(), torch.max(t, 1)),
+                    [x])
+
+
+def test_nan_propagation_in_max() -> None:
+    x = torch.randn(4, 64)
+    x[1, 17] = float("nan")
+    run_and_compare(lambda t: (t.amax(1), t.amin(1), torch.relu(t), torch.clamp(t, -0.5, 0.5)),
+                    [x])
+
+
+def test_var_std_var_mean() -> None:
+    x = torch.randn(7, 19)
+    run_and_compare(lambda t: (t.var(1), t.std(0, correction=0), torch.var_mean(t, 1)),
+                    [x], atol=1e-5, rtol=1e-4)
+
+
+def test_any_all() -> None:
+    x = torch.randn(5, 6) > 0.5
+    run_and_compare(lambda t: (t.any(1), t.all(0), t.any()), [x])
+
+
+def test_softmax_log_softmax() -> None:
+    x = torch.randn(32, 100)
+    run_and_compare(lambda t: (torch.softmax(t, -1), torch.log_softmax(t, 1),
+                               torch.softmax(t, 0)), [x])
+
+
+def test_layer_norm() -> None:
+    x, w, b = torch.randn(4, 10, 64), torch.randn(64), torch.randn(64)
+    compiled = run_and_compare(lambda t, ww, bb: F.layer_norm(t, (64,), ww, bb), [x, w, b],
+                               atol=1e-5, rtol=1e-4)
+    assert len(compiled.kernels) == 1
+
+
+def test_integer_sum() -> None:
+    x = torch.randint(-100, 100, (9, 10))
+    run_and_compare(lambda t: (t.sum(1), t.sum(), (t > 0).sum(0)), [x])
