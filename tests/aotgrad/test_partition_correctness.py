@@ -6,9 +6,8 @@ from collections.abc import Callable, Sequence
 
 import pytest
 import torch
-from test_partition_support import check_partition_matches_eager
-
 from aotgrad.partition import PartitionConfig
+from test_partition_support import check_partition_matches_eager
 
 Case = tuple[Callable[..., Sequence[torch.Tensor]], list[torch.Tensor]]
 
@@ -134,9 +133,8 @@ def test_dropout_mask_is_not_recomputed() -> None:
     def fn(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor]:
         return (torch.nn.functional.dropout(torch.relu(x @ w), p=0.5, training=True),)
 
-    from test_partition_support import run_split, trace_joint
-
     from aotgrad.partition import get_partitioner
+    from test_partition_support import run_split, trace_joint
 
     x = torch.randn(16, 8, requires_grad=True)
     w = torch.randn(8, 8, requires_grad=True)

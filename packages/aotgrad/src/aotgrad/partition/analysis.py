@@ -22,6 +22,11 @@ _CHEAP_OPS: frozenset[object] = frozenset(
     {
         aten.clone.default,
         aten._to_copy.default,
+        aten.to.dtype,
+        aten.to.dtype_layout,
+        aten.to.device,
+        aten.to.other,
+        aten.type_as.default,
         aten.copy.default,
         aten.alias.default,
         aten.detach.default,
