@@ -2,7 +2,7 @@
 
 In: a GuardTree and a call's (L, G). Out: None if every check holds, else a GuardFailure.
 Slow and simple on purpose; the generated function (`codegen.py`) must always agree with it
-on pass/fail (tests/guards/test_guard_agreement.py checks that with random trees).
+on pass/fail (tests/guards/test_guards_agreement.py checks that with random trees).
 """
 
 from __future__ import annotations

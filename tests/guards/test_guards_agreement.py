@@ -44,7 +44,7 @@ SCALARS: list[object] = [0, 1, -3, 7, True, False, None, 1.5, math.nan, -0.0, "a
 
 
 def _tensor(rng: random.Random) -> torch.Tensor:
-    shape = tuple(rng.choice([1, 2, 3, 4]) for _ in range(rng.randint(0, 3)))
+    shape = tuple(rng.choice([1, 2, 3, 4]) for _ in range(rng.choice([0, 1, 2, 2, 3, 3])))
     t = torch.randn(shape, dtype=rng.choice([torch.float32, torch.float64]))
     if t.dim() >= 2 and rng.random() < 0.3:
         t = t.transpose(0, 1)
@@ -56,7 +56,7 @@ def _tensor(rng: random.Random) -> torch.Tensor:
 def _value(rng: random.Random, depth: int) -> object:
     kind = rng.random()
     if depth <= 0 or kind < 0.35:
-        return rng.choice(SCALARS) if rng.random() < 0.6 else _tensor(rng)
+        return rng.choice(SCALARS) if rng.random() < 0.5 else _tensor(rng)
     n = rng.randint(0, 3)
     if kind < 0.55:
         return {rng.choice(["a", "b", "c", 1, 2]): _value(rng, depth - 1) for _ in range(n)}
@@ -108,7 +108,7 @@ def _check_for(rng: random.Random, value: object) -> Any:
     options: list[Any] = [TypeMatch(type(value)), NotNone()]
     if isinstance(value, torch.Tensor):
         dims = frozenset(i for i in range(value.dim()) if rng.random() < 0.3)
-        options += [TensorMatch.from_tensor(value, dims, dispatch_keys=rng.random() < 0.5)] * 3
+        options += [TensorMatch.from_tensor(value, dims, dispatch_keys=rng.random() < 0.5)] * 8
     try:
         options.append(EqualsMatch(value))
     except TypeError:
@@ -154,7 +154,7 @@ def _build(rng: random.Random, L: dict[str, object]) -> GuardBuilder:
 
 
 def _mutate_tensor(rng: random.Random, t: torch.Tensor) -> torch.Tensor:
-    kind = rng.randrange(9)
+    kind = rng.choice([0, 1, 2, 2, 2, 3, 4, 4, 5, 6, 7, 8])  # other strides (2) most often
     shape = tuple(t.shape)
     if kind == 0:
         return t.detach().clone().requires_grad_(not t.requires_grad)
@@ -218,11 +218,16 @@ def _mutate(rng: random.Random, L: dict[str, object]) -> dict[str, object]:
     out: dict[str, object] = {k: _copy(v) for k, v in L.items()}
     holder: Any = out
     key: Any = rng.choice(list(out))
+    tensors = _tensor_slots(out)
+    if tensors and rng.random() < 0.5:  # NOTE: tensors carry the richest checks
+        holder, key = rng.choice(tensors)
+        _set(holder, key, _mutate_tensor(rng, _get(holder, key)))
+        return out
     while True:
         value = holder[key] if not isinstance(holder, types.SimpleNamespace) \
             else getattr(holder, key)
         kids = _children(value)
-        if not kids or rng.random() < 0.35:
+        if not kids or rng.random() < 0.15:
             break
         child_key, _, _ = rng.choice(kids)
         if isinstance(value, tuple):  # tuples are immutable: rebuild, then descend
@@ -231,6 +236,28 @@ def _mutate(rng: random.Random, L: dict[str, object]) -> dict[str, object]:
         holder, key = value, child_key
     _set(holder, key, _mutate_leaf(rng, value))
     return out
+
+
+def _tensor_slots(value: Any) -> list[tuple[Any, Any]]:
+    """(holder, key) of every tensor inside the mutable containers of `value`."""
+    slots: list[tuple[Any, Any]] = []
+    items: list[tuple[Any, Any]] = []
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, list):
+        items = list(enumerate(value))
+    elif isinstance(value, types.SimpleNamespace):
+        items = list(vars(value).items())
+    for key, child in items:
+        if isinstance(child, torch.Tensor):
+            slots.append((value, key))
+        else:
+            slots += _tensor_slots(child)
+    return slots
+
+
+def _get(holder: Any, key: Any) -> Any:
+    return getattr(holder, key) if isinstance(holder, types.SimpleNamespace) else holder[key]
 
 
 def _set(holder: Any, key: Any, value: object) -> None:
