@@ -17,10 +17,9 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import capture
 import pytest
 import torch
-
-import capture
 
 
 class CountingBackend:
@@ -82,7 +81,7 @@ def fresh(obj: Any, memo: dict[int, Any] | None = None) -> Any:
     if id(obj) in memo:
         return memo[id(obj)]
     out: Any
-    if isinstance(obj, torch.nn.Parameter) or isinstance(obj, _SHARED) or obj is None:
+    if isinstance(obj, (torch.nn.Parameter, *_SHARED)) or obj is None:
         return obj
     if isinstance(obj, (bool, int, float, complex, str, bytes)):
         return obj

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import warnings
 
+import capture
 import pytest
 import torch
-
-import capture
 from _differential import CountingBackend, assert_same, config_patch, t
 
 

@@ -1,5 +1,7 @@
 """Differential cases: the builtins model code uses, on Python values and tensors."""
 
+# ruff: noqa: B009, C406, C408, C409, C410, C417, FURB192  # the corpus spells these constructs on purpose: it tests them
+
 from __future__ import annotations
 
 import math

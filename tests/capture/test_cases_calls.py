@@ -127,12 +127,12 @@ def call_tensor_recursion(x):
 
 
 def call_lambda(x):
-    sq = lambda v: v * v  # noqa: E731
+    sq = lambda v: v * v
     return sq(x) + sq(2)
 
 
 def call_lambda_default_and_kw(x):
-    f = lambda v, k=3, *, s=1: v * k + s  # noqa: E731
+    f = lambda v, k=3, *, s=1: v * k + s
     return f(x, s=5)
 
 

@@ -1,5 +1,7 @@
 """Differential cases: lists, tuples, dicts, sets, slices, namedtuples and dataclass instances."""
 
+# ruff: noqa: PERF102  # the corpus spells these constructs on purpose: it tests them
+
 from __future__ import annotations
 
 import collections

@@ -1,14 +1,15 @@
 """Cases: an unsupported construct under fullgraph=True raises `capture.Unsupported` naming the
 user's file and line; under fullgraph=False the frame runs eagerly with the same result."""
 
+# ruff: noqa: F841  # the corpus spells these constructs on purpose: it tests them
+
 from __future__ import annotations
 
 import os
 
+import capture
 import pytest
 import torch
-
-import capture
 from _differential import CountingBackend, assert_same, line_of, t
 
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import os
 
+import capture
 import pytest
 import torch
-from torch import nn
-
-import capture
 from _differential import CountingBackend, assert_same, line_of, t
+from torch import nn
 
 HERE = os.path.basename(__file__)
 
@@ -98,8 +97,8 @@ def test_nn_module_stack_paths_and_classes():
         assert isinstance(stack, dict) and stack, node.format_node()
         paths = [v[0] for v in stack.values()]
         classes = [v[1] for v in stack.values()]
-        assert any(p.endswith(f"blocks.{i}") or p.endswith(f"blocks[{i}]") for p in paths), paths
-        assert any(p.endswith(f"blocks.{i}.fc") or p.endswith(f"blocks[{i}].fc") for p in paths)
+        assert any(p.endswith((f"blocks.{i}", f"blocks[{i}]")) for p in paths), paths
+        assert any(p.endswith((f"blocks.{i}.fc", f"blocks[{i}].fc")) for p in paths), paths
         assert Inner in classes and nn.Linear in classes, classes
         assert f"line {line_of(Inner.forward, '# LINE_INNER')}," in node.meta["stack_trace"]
 

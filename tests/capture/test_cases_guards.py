@@ -8,12 +8,11 @@ import logging
 import re
 import warnings
 
+import capture
 import pytest
 import torch
-from torch import nn
-
-import capture
 from _differential import CountingBackend, assert_same, config_patch, t
+from torch import nn
 
 
 def _compile(fn):
@@ -194,8 +193,8 @@ def test_recompile_logged_with_marker_and_reason(caplog):
     messages = [r.getMessage() for r in caplog.records]
     marked = [m for m in messages if re.search(r"\[\d+/1\]", m)]
     assert marked, f"no record with a [frame/1] marker among {messages}"
-    assert any(re.search(r"recompil", m, re.I) for m in marked), marked
-    assert any("L['x']" in m and re.search(r"size|shape", m, re.I) for m in messages), messages
+    assert any(re.search(r"recompil", m, re.IGNORECASE) for m in marked), marked
+    assert any("L['x']" in m and re.search(r"size|shape", m, re.IGNORECASE) for m in messages), messages
 
 
 def test_first_compile_marker_is_zero(caplog):
@@ -209,7 +208,7 @@ def test_first_compile_marker_is_zero(caplog):
 def _limit_warnings(caught, caplog):
     texts = [str(w.message) for w in caught]
     texts += [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
-    return [m for m in texts if re.search(r"limit", m, re.I)]
+    return [m for m in texts if re.search(r"limit", m, re.IGNORECASE)]
 
 
 def test_cache_size_limit_warns_once_then_runs_eagerly(caplog):

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import copy
 
+import capture
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
-
-import capture
 from _differential import CountingBackend, assert_same, check, check_module, t
+from torch import nn
 
 
 class MLP(nn.Module):

@@ -1,5 +1,7 @@
 """Differential cases: binary, unary, comparison, in-place, identity and membership operators."""
 
+# ruff: noqa: SIM201, PLR0133  # the corpus spells these constructs on purpose: it tests them
+
 from __future__ import annotations
 
 import operator

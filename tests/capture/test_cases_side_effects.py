@@ -1,16 +1,17 @@
 """Differential cases: mutations of Python state the function can see are replayed exactly
 (list/dict arguments, object and module attributes, globals, closure cells, tensor arguments)."""
 
+# ruff: noqa: B009, B010  # the corpus spells these constructs on purpose: it tests them
+
 from __future__ import annotations
 
 import copy
 
+import capture
 import pytest
 import torch
-from torch import nn
-
-import capture
 from _differential import CountingBackend, assert_same, case, check, t
+from torch import nn
 
 
 class Box:

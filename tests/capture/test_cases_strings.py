@@ -1,5 +1,7 @@
 """Differential cases: strings, f-strings, str methods and string-keyed lookups."""
 
+# ruff: noqa: UP031  # the corpus spells these constructs on purpose: it tests them
+
 from __future__ import annotations
 
 import pytest

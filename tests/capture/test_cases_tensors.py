@@ -1,6 +1,8 @@
 """Differential cases: torch functions, Tensor methods, indexing (incl. assignment),
 nn.functional and factory functions."""
 
+# ruff: noqa: RET501, PLR1711  # the corpus spells these constructs on purpose: it tests them
+
 from __future__ import annotations
 
 import pytest

@@ -66,7 +66,7 @@ def local_many_locals(x):
 
 
 def local_shadow_builtin(x):
-    len = 3  # noqa: A001 - shadowing a builtin is what this case tests
+    len = 3
     return x * len
 
 
@@ -184,13 +184,13 @@ def closure_nonlocal_write(x):
 
 def closure_lambda_local(x):
     k = 3
-    f = lambda y: y + k  # noqa: E731
+    f = lambda y: y + k
     return f(x)
 
 
 def closure_cell_modified_after_definition(x):
     k = 1
-    f = lambda: k  # noqa: E731
+    f = lambda: k
     k = 5
     return x * f()
 

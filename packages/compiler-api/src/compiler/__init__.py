@@ -1,5 +1,39 @@
-"""The `compiler` facade: compile, reset, disable, explain and friends."""
+"""The `compiler` facade: the public API of the compiler stack.
+
+    import compiler
+    model = compiler.compile(model)          # or @compiler.compile on a function
+    y = model(x)                             # first call captures + compiles; later calls hit the cache
+
+Everything here delegates: capture (`capture`) owns frame capture, guards and the backend
+registry; the `inductor` package owns the options and modes; each package owns its config,
+reached through `compiler.config`.
+"""
+
+from compiler.api import compile as compile
+from compiler.api import disable as disable
+from compiler.api import is_compiling as is_compiling
+from compiler.api import reset as reset
+from compiler.backends import Backend as Backend
+from compiler.backends import list_backends as list_backends
+from compiler.backends import lookup_backend as lookup_backend
+from compiler.backends import register_backend as register_backend
+from compiler.config import config as config
+from compiler.options import list_mode_options as list_mode_options
+from compiler.options import list_options as list_options
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = [
+    "Backend",
+    "__version__",
+    "compile",
+    "config",
+    "disable",
+    "is_compiling",
+    "list_backends",
+    "list_mode_options",
+    "list_options",
+    "lookup_backend",
+    "register_backend",
+    "reset",
+]
