@@ -143,6 +143,21 @@ def return_view_of_mutated_input(x: torch.Tensor) -> Any:
     return x[0]
 
 
+def inplace_view_ops(x: torch.Tensor) -> Any:
+    y = x.clone()
+    y.squeeze_(0)
+    y.t_()
+    y.mul_(2)
+    return y, x + 0
+
+
+def inplace_view_of_a_view(x: torch.Tensor) -> Any:
+    row = x[1]
+    row.unsqueeze_(0)
+    row.add_(3)
+    return row.sum(), x.clone()
+
+
 CASES: list[tuple[Callable[..., Any], Callable[[], tuple[torch.Tensor, ...]]]] = [
     (setitem_column, lambda: (torch.randn(3, 4), torch.randn(3))),
     (transpose_add_, lambda: (torch.randn(3, 4),)),
@@ -168,6 +183,8 @@ CASES: list[tuple[Callable[..., Any], Callable[[], tuple[torch.Tensor, ...]]]] =
     (inplace_relu_on_output, lambda: (torch.randn(3, 3),)),
     (return_mutated_input, lambda: (torch.randn(3),)),
     (return_view_of_mutated_input, lambda: (torch.randn(2, 3),)),
+    (inplace_view_ops, lambda: (torch.randn(1, 3, 2),)),
+    (inplace_view_of_a_view, lambda: (torch.randn(3, 4),)),
 ]
 
 

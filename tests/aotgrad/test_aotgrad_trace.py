@@ -67,14 +67,23 @@ def test_decompositions_are_applied() -> None:
     torch.testing.assert_close(decomposed(x)[0], fn(x))
 
 
-def test_item_is_a_clear_error() -> None:
-    with pytest.raises(TraceError, match="Python number"):
-        _trace(lambda x: x * x.sum().item(), torch.randn(3))
+def test_item_and_data_dependent_shapes_are_recorded() -> None:
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
+        scale = x.sum().item()
+        return x * scale, x.nonzero(), scale
+
+    gm = _trace(fn, torch.randn(3))
+    targets = _call_targets(gm)
+    assert aten._local_scalar_dense.default in targets and aten.nonzero.default in targets
+    x = torch.tensor([1.0, 0.0, 2.0])
+    product, nonzero, scale = gm(x)
+    torch.testing.assert_close(product, x * 3.0)
+    assert nonzero.tolist() == [[0], [2]] and scale == 3.0
 
 
-def test_data_dependent_shape_is_a_clear_error() -> None:
+def test_data_dependent_value_used_in_python_is_a_clear_error() -> None:
     with pytest.raises(TraceError, match="data-dependent"):
-        _trace(lambda x: x.nonzero(), torch.randn(3))
+        _trace(lambda x: x.new_zeros(x.nonzero().shape[0] + 1), torch.randn(3))
 
 
 def test_rng_ops_stay_in_the_graph() -> None:

@@ -25,9 +25,17 @@ __all__ = ["AotCompiled", "aot_function", "aot_module", "LiftedModule"]
 Runner = InferenceRunner | TrainingRunner
 
 
-def _tensor_key(t: torch.Tensor) -> tuple[Any, ...]:
+def _tensor_key(t: torch.Tensor, training: bool) -> tuple[Any, ...]:
     return (t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.storage_offset(),
-            t.requires_grad, type(t))
+            training and t.requires_grad, type(t))
+
+
+def _hashable(value: Any) -> Any:
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)
+    return value
 
 
 class AotCompiled:
@@ -58,9 +66,9 @@ class AotCompiled:
             parts.append(state_key())
         for leaf in leaves:
             if isinstance(leaf, torch.Tensor):
-                parts.append(_tensor_key(leaf))
+                parts.append(_tensor_key(leaf, training))
             else:
-                parts.append((type(leaf), leaf))
+                parts.append((type(leaf), _hashable(leaf)))
         return tuple(parts)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -37,6 +37,15 @@ def resolve_partitioner(partition_fn: PartitionFnLike | None) -> Callable[..., A
     return partition_fn
 
 
+def _fill_output_meta(gm: torch.fx.GraphModule) -> None:
+    """Give the output node its `example_value` (the tuple of its values) if it lacks one."""
+    for node in gm.graph.nodes:
+        if node.op == "output" and "example_value" not in node.meta:
+            node.meta["example_value"] = tuple(
+                a.meta.get("example_value") if isinstance(a, torch.fx.Node) else a
+                for a in node.args[0])
+
+
 def compile_inference(fn: Callable[..., Any], tensors: Sequence[torch.Tensor],
                       fw_compiler: Compiler, decompositions: Decomps,
                       ) -> tuple[InferenceRunner, Any]:
@@ -59,6 +68,8 @@ def compile_training(fn: Callable[..., Any], tensors: Sequence[torch.Tensor],
     partition = resolve_partitioner(partition_fn)
     fw_gm, bw_gm = partition(joint.gm, num_fwd_outputs=joint.num_fwd_outputs,
                              config=_config.config().partition_config())
+    _fill_output_meta(fw_gm)
+    _fill_output_meta(bw_gm)
     runner = TrainingRunner(joint.forward, fw_gm, bw_gm, num_fwd_outputs=joint.num_fwd_outputs,
                             tangent_outputs=joint.tangent_outputs, fw_compiler=fw_compiler,
                             bw_compiler=bw_compiler, counter=counter)

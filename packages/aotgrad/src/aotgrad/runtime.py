@@ -107,6 +107,7 @@ class TrainingRunner:
         tangent_list = list(tangent_outputs)
         tangent_set = set(tangent_list)
         num_outputs = num_fwd_outputs
+        mutated_inputs = list(forward.mutated_inputs)
 
         def compiled_bw() -> Callable[..., Any]:
             # NOTE: compiled lazily: inference-like training calls never run backward.
@@ -120,7 +121,11 @@ class TrainingRunner:
                 outs = fw(*args)
                 fwd = list(outs[:num_outputs])
                 saved = list(outs[num_outputs:])
-                tensors = [s for s in saved if isinstance(s, torch.Tensor)]
+                # NOTE: an input that the wrapper overwrites after this forward is saved as a
+                # copy: the backward must read its value from before the mutation.
+                overwritten = {id(args[i]) for i in mutated_inputs}
+                tensors = [s.clone() if id(s) in overwritten else s
+                           for s in saved if isinstance(s, torch.Tensor)]
                 ctx.save_for_backward(*tensors)
                 ctx.saved_layout = [isinstance(s, torch.Tensor) for s in saved]
                 ctx.saved_other = [s for s in saved if not isinstance(s, torch.Tensor)]

@@ -32,18 +32,42 @@ class TraceError(RuntimeError):
 
 
 def new_fake_mode() -> FakeTensorMode:
-    """A fake mode for tracing; real tensors met during tracing become graph constants."""
-    return FakeTensorMode(allow_non_fake_inputs=True)
+    """A fake mode for tracing; real tensors met during tracing become graph constants.
+
+    Inputs get static shapes; the ShapeEnv only gives data-dependent results (`nonzero`,
+    `unique`, `.item()`) unbacked symbolic sizes and values, so that they can be recorded.
+    """
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    return FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
+
+
+_SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def _sym_key(value: Any) -> str:
+    # NOTE: Python wrappers of one symbolic value are not unique objects; its expression is.
+    return str(value.node.expr)
 
 
 def _is_tensor(value: object) -> bool:
     return isinstance(value, torch.Tensor)
 
 
-_DATA_DEPENDENT_OPS = {
-    torch.ops.aten._local_scalar_dense.default,
-    torch.ops.aten.item.default,
-}
+
+def _changes_metadata(func: Any) -> bool:
+    """An in-place view op (`squeeze_`, `t_`, `transpose_`, `as_strided_`...)."""
+    if not isinstance(func, torch._ops.OpOverload):
+        return False
+    schema = func._schema
+    name = schema.name.split("::")[-1]
+    if not (schema.is_mutable and name.endswith("_") and not name.endswith("__")):
+        return False
+    packet = getattr(torch.ops.aten, name[:-1], None)
+    view = getattr(packet, func._overloadname, None) if packet is not None else None
+    if view is None:
+        return False
+    return any(r.alias_info is not None for r in view._schema.returns)
 
 
 class AtenTracer(TorchDispatchMode):
@@ -60,6 +84,7 @@ class AtenTracer(TorchDispatchMode):
         # NOTE: ids are only unique while the objects live; keep every traced value alive.
         self._keepalive: list[object] = []
         self._num_constants = 0
+        self._sym_nodes: dict[str, fx.Node] = {}  # symbolic expression -> node
 
     # ---------------------------------------------------------------- value <-> node
 
@@ -111,6 +136,14 @@ class AtenTracer(TorchDispatchMode):
         if _is_tensor(value):
             assert isinstance(value, torch.Tensor)
             return self.node_of(value)
+        if isinstance(value, _SYMBOLIC):
+            node = self._sym_nodes.get(_sym_key(value))
+            if node is None:
+                raise TraceError(
+                    f"a data-dependent value ({value}) computed in Python reached an op; "
+                    "the ATen tracer records data-dependent values only as op results"
+                )
+            return node
         return value
 
     # ---------------------------------------------------------------- dispatch
@@ -127,11 +160,6 @@ class AtenTracer(TorchDispatchMode):
             # NOTE: native_batch_norm updates running_mean/var without saying so in its schema;
             # the _legit overload marks them (a!) so functionalization sees the writes.
             func = torch.ops.aten._native_batch_norm_legit.default
-        if func in _DATA_DEPENDENT_OPS:
-            raise TraceError(
-                f"{func} needs a tensor's value as a Python number (.item(), bool(tensor), "
-                "data-dependent control flow); the ATen tracer cannot record it"
-            )
         decomp = self.decompositions.get(func)
         if decomp is not None:
             with self:
@@ -145,6 +173,10 @@ class AtenTracer(TorchDispatchMode):
             return out
         fx_args = tree_map(self._to_arg, tuple(args))
         fx_kwargs = tree_map(self._to_arg, kwargs)
+        if _changes_metadata(func) and isinstance(fx_args[0], fx.Node):
+            # NOTE: the op changes its argument's shape/strides in place (squeeze_, t_, ...):
+            # keep the argument node's example value as it was before.
+            fx_args[0].meta["example_value"] = torch.ops.aten.alias.default(args[0])
         try:
             out = func(*args, **kwargs)
         except Exception as exc:
@@ -155,6 +187,11 @@ class AtenTracer(TorchDispatchMode):
                     "needs static shapes"
                 ) from exc
             raise
+        if isinstance(out, _SYMBOLIC):  # `.item()`: a data-dependent Python number
+            node = self.graph.call_function(func, fx_args, fx_kwargs)
+            self._annotate(node, out)
+            self._sym_nodes[_sym_key(out)] = node
+            return out
         if not any(_is_tensor(v) for v in tree_flatten(out)[0]):
             # NOTE: ops returning Python values (prim.device, sizes) are baked as constants.
             return out
@@ -248,7 +285,8 @@ def trace(
         result = run_with_meta(fn, list(fake_args), tracer)
     flat, spec = tree_flatten(result)
     for value in flat:
-        if value is not None and not isinstance(value, (torch.Tensor, int, float, bool)):
+        if value is not None and not isinstance(value, (torch.Tensor, int, float, bool,
+                                                         *_SYMBOLIC)):
             raise TraceError(f"unsupported output of type {type(value).__name__}")
     tracer.output(tree_unflatten(flat, spec))
     return tracer.graph_module(), spec

@@ -114,7 +114,7 @@ def functional_variant(op: torch._ops.OpOverload) -> _Variant:
         candidate = _overload(name[:-1], overload)
         if candidate is not None and not candidate._schema.is_mutable:
             if is_view_op(candidate):
-                raise FunctionalizationError(f"in-place view op {op} is not supported")
+                return _Variant(candidate, "inplace_view")
             return _Variant(candidate, "inplace")
     candidate = _overload(name + "_functional", overload)
     if candidate is not None and not candidate._schema.is_mutable:
@@ -137,6 +137,8 @@ class _Functionalizer:
         self.multi: dict[fx.Node, list[fx.Node | None]] = {}  # functional tuple -> item values
         self.new_multi_views: dict[fx.Node, tuple[fx.Node, int]] = {}
         self.storages: list[Storage] = []
+        self.view_targets: dict[fx.Node, Any] = {}  # in-place view op -> its view op
+        self.scalars: dict[fx.Node, fx.Node] = {}  # Python-number results (`.item()`)
 
     # ------------------------------------------------------------ emitting
 
@@ -198,7 +200,7 @@ class _Functionalizer:
             return self.new_multi_views[view][0]
         args = (parent_value, *(self.map_arg(a) for a in view.args[1:]))
         kwargs = {k: self.map_arg(v) for k, v in view.kwargs.items()}
-        value = self.emit(view.target, args, kwargs, view)
+        value = self.emit(self.view_targets.get(view, view.target), args, kwargs, view)
         if view in self.producers.values():
             self.new_multi_views[view] = (value, version)
         return value
@@ -218,7 +220,8 @@ class _Functionalizer:
             new_parent = scatter_item_into_grandparent(
                 node, producer, alias.parent, parent_value, new, self.emit)
         else:
-            new_parent = scatter_into_parent(node, alias.parent, parent_value, new, self.emit)
+            new_parent = scatter_into_parent(node, alias.parent, parent_value, new, self.emit,
+                                             self.view_targets.get(node))
         self.write(alias.parent, new_parent)
         self.cache[node] = (new, storage.version)
 
@@ -226,6 +229,8 @@ class _Functionalizer:
         def one(a: Any) -> Any:
             if isinstance(a, fx.Node) and self._is_tensor_node(a):
                 return self.read(a)
+            if isinstance(a, fx.Node) and a in self.scalars:
+                return self.scalars[a]
             return a
 
         return tree_map(one, arg)
@@ -285,8 +290,11 @@ class _Functionalizer:
         self._bind_result(node, value)
 
     def _bind_result(self, node: fx.Node, value: fx.Node) -> None:
-        if isinstance(node.meta["example_value"], torch.Tensor):
+        example = node.meta["example_value"]
+        if isinstance(example, torch.Tensor):
             self.new_storage(node, value)
+        elif not isinstance(example, (tuple, list)):
+            self.scalars[node] = value
         else:
             self.multi[node] = [value]
 
@@ -315,6 +323,9 @@ class _Functionalizer:
 
     def _mutation(self, node: fx.Node, op: torch._ops.OpOverload) -> None:
         variant = functional_variant(op)
+        if variant.kind == "inplace_view":
+            self._inplace_view(node, variant.op)
+            return
         schema = op._schema
         mutated_idx = _mutated_arg_indices(op)
         arg_values = _bind_arguments(node, schema)
@@ -363,6 +374,18 @@ class _Functionalizer:
             self.multi[node] = [result]
             self._mutation_items[node] = redirects
 
+    def _inplace_view(self, node: fx.Node, view_op: Any) -> None:
+        """`x.squeeze_()`, `x.t_()`...: from here on `x` is a view of its former self."""
+        parent = node.args[0]
+        assert isinstance(parent, fx.Node)
+        parent = self.resolve(parent)
+        alias = self.aliases[parent]
+        if alias.parent is None and alias.storage.input_index is not None:
+            raise FunctionalizationError(
+                f"{node.target} changes the shape or strides of a graph input in place")
+        self.aliases[node] = Alias(alias.storage, parent)
+        self.view_targets[node] = view_op
+
     # ------------------------------------------------------------ outputs
 
     def _finish(self, output_node: fx.Node) -> FunctionalGraph:
@@ -377,10 +400,14 @@ class _Functionalizer:
             if not isinstance(out, fx.Node):
                 specs.append(OutputSpec("constant", value=out))
                 continue
+            if out in self.scalars:
+                specs.append(OutputSpec("graph", len(user_values)))
+                user_values.append(self.scalars[out])
+                continue
             resolved = self.resolve(out)
             alias = self.aliases[resolved]
             storage = alias.storage
-            chain = view_chain(resolved, self.aliases, self.producers)
+            chain = view_chain(resolved, self.aliases, self.producers, self.view_targets)
             if storage.input_index is not None and chain is not None:
                 specs.append(OutputSpec("input", storage.input_index, tuple(chain)))
                 continue

@@ -86,9 +86,12 @@ def _as_strided_scatter(view: fx.Node, parent_orig: fx.Node, parent_new: fx.Node
 
 
 def scatter_into_parent(view: fx.Node, parent_orig: fx.Node, parent_new: fx.Node,
-                        new: fx.Node, emit: Emit) -> fx.Node:
-    """The parent's new value after writing `new` into the view `view` of `parent_orig`."""
-    target = view.target
+                        new: fx.Node, emit: Emit, target: Any = None) -> fx.Node:
+    """The parent's new value after writing `new` into the view `view` of `parent_orig`.
+
+    `target` is the view op when it differs from `view.target` (in-place view ops).
+    """
+    target = target if target is not None else view.target
     if target is aten.select.int:
         dim, index = view.args[1], view.args[2]
         return emit(aten.select_scatter.default, (parent_new, new, dim, index), {}, view)
@@ -160,17 +163,19 @@ class ViewStep:
         return self.target(value, *self.args, **self.kwargs)
 
 
-def _step(node: fx.Node) -> ViewStep | None:
+def _step(node: fx.Node, targets: dict[fx.Node, Any] | None = None) -> ViewStep | None:
     rest = node.args[1:]
     if any(isinstance(a, fx.Node) for a in rest) or any(
         isinstance(v, fx.Node) for v in node.kwargs.values()
     ):
         return None
-    return ViewStep(node.target, tuple(rest), dict(node.kwargs))
+    target = (targets or {}).get(node, node.target)
+    return ViewStep(target, tuple(rest), dict(node.kwargs))
 
 
 def view_chain(node: fx.Node, aliases: dict[fx.Node, Alias],
-               producers: dict[fx.Node, fx.Node]) -> list[ViewStep] | None:
+               producers: dict[fx.Node, fx.Node],
+               targets: dict[fx.Node, Any] | None = None) -> list[ViewStep] | None:
     """The view ops from the storage base to `node` (None if a step takes tensor arguments).
 
     `producers` maps an item of a multi-output view (split, unbind) to its producer node.
@@ -181,7 +186,7 @@ def view_chain(node: fx.Node, aliases: dict[fx.Node, Alias],
         alias = aliases[current]
         if alias.parent is None:
             break
-        step = _step(current)
+        step = _step(current, targets)
         if step is None:
             return None
         steps.append(step)
