@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import expecttest
 import torch
-
 from guards import (
     EqualsMatch,
     GlobalStateMatch,

@@ -8,7 +8,6 @@ import types
 
 import pytest
 import torch
-
 from guards import (
     AttrSource,
     BackendMatch,

@@ -240,11 +240,13 @@ class BackendMatch(Check):
 
     backend_id: int
     label: str = field(default="", compare=False)
+    #: The backend itself (kept alive so that its id stays its own); not compared.
+    backend: object = field(default=None, compare=False, repr=False)
 
     @staticmethod
     def of(backend: object) -> BackendMatch:
         """The check that `backend` is the active backend."""
-        return BackendMatch(id(backend), _short_repr(backend))
+        return BackendMatch(id(backend), _short_repr(backend), backend)
 
     def describe(self, subject: str) -> str:
         return f"active backend is {self.label} (id {self.backend_id})"

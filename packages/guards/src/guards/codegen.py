@@ -28,6 +28,7 @@ from guards.checks import (
     TensorMatch,
     TypeMatch,
 )
+from guards.dispatch_keys import learn, memo_for
 from guards.reasons import stride_mismatch
 from guards.state import current_backend
 from guards.tree import GuardNode, GuardTree
@@ -209,10 +210,10 @@ def _tensor(check: TensorMatch, var: str, out: Emitter) -> None:
                        for i, size in enumerate(check.shape) if size is not None]
     conditions += _stride_conditions(check, var, out)
     if check.dispatch_keys is not None:
-        import torch
-
-        keys = out.const(torch._C._dispatch_keys, "dispatch_keys")
-        conditions.append(f"{keys}({var}).raw_repr() == {check.dispatch_keys}")
+        memo = out.const(memo_for(check.dispatch_keys), "keys_memo")
+        learn_keys = out.const(learn, "learn_keys")
+        conditions.append(f"(id({var}) in {memo} or {learn_keys}({memo}, {var}, "
+                          f"{check.dispatch_keys}))")
     out.require(" and ".join(conditions))
 
 
@@ -249,7 +250,11 @@ def _global_state(check: GlobalStateMatch, var: str, out: Emitter) -> None:
 
 @_emits(BackendMatch)
 def _backend(check: BackendMatch, var: str, out: Emitter) -> None:
-    out.require(f"id({out.const(current_backend, 'current_backend')}()) == {check.backend_id}")
+    active = f"{out.const(current_backend, 'current_backend')}()"
+    if check.backend is not None and id(check.backend) == check.backend_id:
+        out.require(f"{active} is {out.const(check.backend, 'backend')}")
+    else:
+        out.require(f"id({active}) == {check.backend_id}")
 
 
 @_emits(SymbolBind)

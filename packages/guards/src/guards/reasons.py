@@ -28,6 +28,7 @@ from guards.checks import (
     _type_name,
     constant_matches,
 )
+from guards.dispatch_keys import keys_match
 from guards.state import current_backend
 
 #: (check, value, subject, symbol environment) -> None if it holds, else the message.
@@ -116,13 +117,12 @@ def tensor_mismatch(check: TensorMatch, tensor: object, subject: str) -> str | N
     if index is not None:
         return (f"{where} stride mismatch at index {index}: expected {check.strides[index]}, "
                 f"got {value.stride()[index]}")
-    if check.dispatch_keys is not None:
+    if check.dispatch_keys is not None and not keys_match(value, check.dispatch_keys):
         import torch
 
         got_keys = torch._C._dispatch_keys(value)
-        if got_keys.raw_repr() != check.dispatch_keys:
-            return (f"{where} dispatch keys mismatch: expected {check.dispatch_keys:#x}, "
-                    f"got {got_keys.raw_repr():#x} ({got_keys})")
+        return (f"{where} dispatch keys mismatch: expected {check.dispatch_keys:#x}, "
+                f"got {got_keys.raw_repr():#x} ({got_keys})")
     return None
 
 
