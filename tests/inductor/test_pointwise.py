@@ -27,3 +27,15 @@ def test_compile_aten_direct() -> None:
     gm = trace_aten(lambda x: (x + 1,), [torch.randn(4)])
     out = compile_aten(gm, [torch.randn(4)])(torch.ones(4))
     assert torch.equal(out[0], torch.full((4,), 2.0))
+
+
+def test_vector_math_accuracy() -> None:
+    """The prelude's vectorizable exp/tanh/erf/sigmoid against eager, specials included."""
+    specials = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 1e-30])
+    x = torch.cat([torch.linspace(-120, 100, 20001), specials])
+    run_and_compare(lambda t: (t.exp(), t.tanh(), t.sigmoid(), torch.erf(t)), [x],
+                    atol=1e-6, rtol=2e-6)
+    x = torch.linspace(-6, 6, 20001)
+    run_and_compare(lambda t: (torch.nn.functional.gelu(t),
+                               torch.nn.functional.gelu(t, approximate="tanh")), [x],
+                    atol=1e-5, rtol=1.3e-6)

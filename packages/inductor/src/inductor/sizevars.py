@@ -7,6 +7,7 @@ In: sympy expressions built by lowering (sums of loop variables times strides, w
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import sympy
@@ -124,39 +125,105 @@ def _split_divisible(expr: Expr, d: int) -> tuple[Expr, Expr]:
     return sympy.Add(*divisible), sympy.Add(*rest)
 
 
+def _gcd_split(base: Expr, d: int,
+               ranges: Mapping[sympy.Symbol, int]) -> tuple[Expr, Expr, int] | None:
+    """Write base = big + small with g = gcd(coefficients of big, d) and 0 <= small < g."""
+    terms = list(sympy.Add.make_args(base))
+    keyed: list[tuple[int, Expr]] = []
+    for term in terms:
+        coeff, _ = term.as_coeff_Mul()
+        if not coeff.is_Integer:
+            return None
+        keyed.append((abs(int(coeff)), term))
+    keyed.sort(key=lambda kv: kv[0])
+    for cut in range(len(keyed), -1, -1):
+        small = sympy.Add(*[t for _, t in keyed[:cut]])
+        big_terms = [t for _, t in keyed[cut:]]
+        g = d
+        for c, _ in keyed[cut:]:
+            g = math.gcd(g, c)
+        if g <= 1 and big_terms:
+            continue
+        sb = bounds(small, ranges)
+        if sb is not None and sb[0] >= 0 and sb[1] < g:
+            return sympy.Add(*big_terms), small, g
+    return None
+
+
+def _combine_div_mod(expr: Expr) -> Expr:
+    """a*FloorDiv(X, m) + (a/m)*ModIndex(X, m) -> (a/m)*X."""
+    if not isinstance(expr, sympy.Add):
+        return expr
+    divs: dict[tuple[Expr, Expr], tuple[int, Expr]] = {}
+    mods: dict[tuple[Expr, Expr], tuple[int, Expr]] = {}
+    for term in expr.args:
+        coeff, rest = term.as_coeff_Mul()
+        if not coeff.is_Integer:
+            continue
+        if isinstance(rest, FloorDiv):
+            divs[(rest.args[0], rest.args[1])] = (int(coeff), term)
+        elif isinstance(rest, ModIndex):
+            mods[(rest.args[0], rest.args[1])] = (int(coeff), term)
+    result = expr
+    for key, (a, dterm) in divs.items():
+        if key in mods:
+            b, mterm = mods[key]
+            if a == b * int(key[1]):
+                result = result - dterm - mterm + b * key[0]
+    return sympy.expand(result) if result is not expr else expr
+
+
 def simplify_index(expr: Expr, ranges: Mapping[sympy.Symbol, int]) -> Expr:
     """Simplify FloorDiv/ModIndex using the ranges of the loop variables."""
     if not expr.has(FloorDiv, ModIndex, Clamp):
         return expr
-    if isinstance(expr, (sympy.Add, sympy.Mul)):
-        return expr.func(*(simplify_index(a, ranges) for a in expr.args))
+    if isinstance(expr, sympy.Add):
+        return _combine_div_mod(sympy.Add(*(simplify_index(a, ranges) for a in expr.args)))
+    if isinstance(expr, sympy.Mul):
+        return sympy.expand(sympy.Mul(*(simplify_index(a, ranges) for a in expr.args)))
     if isinstance(expr, FloorDiv):
         base = simplify_index(expr.args[0], ranges)
         d = expr.args[1]
         if not d.is_Integer:
             return FloorDiv(base, d)
         dv = int(d)
+        split = _gcd_split(base, dv, ranges)
+        if split is not None:
+            big, _, g = split
+            base = sympy.expand(big / g)
+            dv //= g
+            if dv == 1:
+                return base
         div, rest = _split_divisible(base, dv)
         rb = bounds(rest, ranges)
         if rb is not None and rb[0] >= 0:
             quotient = sympy.expand(div / dv)
             if rb[1] < dv:
                 return quotient
-            return quotient + FloorDiv(rest, d)
-        return FloorDiv(base, d)
+            return quotient + FloorDiv(rest, dv)
+        return FloorDiv(base, dv)
     if isinstance(expr, ModIndex):
         base = simplify_index(expr.args[0], ranges)
         d = expr.args[1]
         if not d.is_Integer:
             return ModIndex(base, d)
         dv = int(d)
+        split = _gcd_split(base, dv, ranges)
+        scale, extra = 1, sympy.Integer(0)
+        if split is not None:
+            big, extra, g = split
+            base = sympy.expand(big / g)
+            dv //= g
+            scale = g
         _, rest = _split_divisible(base, dv)
         rb = bounds(rest, ranges)
         if rb is not None and rb[0] >= 0 and rb[1] < dv:
-            return rest
-        if rb is not None and rb[0] >= 0:
-            return ModIndex(rest, d)
-        return ModIndex(base, d)
+            inner: Expr = rest
+        elif rb is not None and rb[0] >= 0:
+            inner = ModIndex(rest, dv)
+        else:
+            inner = ModIndex(base, dv)
+        return sympy.expand(scale * inner + extra)
     if isinstance(expr, Clamp):
         x = simplify_index(expr.args[0], ranges)
         lo, hi = expr.args[1], expr.args[2]

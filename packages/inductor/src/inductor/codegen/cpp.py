@@ -42,12 +42,12 @@ _BINARY_INFIX = {
 }
 
 _CALLS = {
-    "exp": "std::exp", "exp2": "std::exp2", "expm1": "std::expm1", "log": "std::log",
+    "exp": "ind_exp", "exp2": "std::exp2", "expm1": "std::expm1", "log": "std::log",
     "log2": "std::log2", "log10": "std::log10", "log1p": "std::log1p", "sqrt": "std::sqrt",
     "sin": "std::sin", "cos": "std::cos", "tan": "std::tan", "asin": "std::asin",
     "acos": "std::acos", "atan": "std::atan", "sinh": "std::sinh", "cosh": "std::cosh",
-    "tanh": "std::tanh", "asinh": "std::asinh", "acosh": "std::acosh", "atanh": "std::atanh",
-    "erf": "std::erf", "erfc": "std::erfc", "lgamma": "std::lgamma", "floor": "std::floor",
+    "tanh": "ind_tanh", "asinh": "std::asinh", "acosh": "std::acosh", "atanh": "std::atanh",
+    "erf": "ind_erf", "erfc": "std::erfc", "lgamma": "std::lgamma", "floor": "std::floor",
     "ceil": "std::ceil", "round": "std::nearbyint", "trunc": "std::trunc",
     "sigmoid": "ind_sigmoid", "relu": "ind_relu", "sign": "ind_sign",
     "maximum": "ind_max", "minimum": "ind_min", "remainder": "ind_remainder",
@@ -238,7 +238,7 @@ class KernelGen:
     def _node(self, w: _Writer, n: ComputedBuffer, parallel_reduction: bool) -> None:
         body = n.body
         assert body is not None
-        sp = split_node(body, self.group.k)
+        sp = split_node(body, self.group.outer)
         assert sp is not None
         subs = dict(sp.subs)
         for op_id, op in enumerate(body.ops):
@@ -351,10 +351,10 @@ class KernelGen:
         w.level += 1
         pure = all(
             (n.body is not None and not n.body.is_reduction
-             and not (split_node(n.body, g.k) or _EMPTY).inner_ranges)
+             and not (split_node(n.body, g.outer) or _EMPTY).inner_ranges)
             for n in g.nodes)
         outer_numel = math.prod(g.outer)
-        inner_numel = max((_inner_numel(n, g.k) for n in g.nodes), default=1)
+        inner_numel = max((_inner_numel(n, g.outer) for n in g.nodes), default=1)
         work = outer_numel * inner_numel
         parallel = self.threads > 1 and work >= self.parallel_threshold
         k = g.k
@@ -408,15 +408,15 @@ def _compute(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
-def _inner_numel(n: ComputedBuffer, k: int) -> int:
+def _inner_numel(n: ComputedBuffer, outer: tuple[int, ...]) -> int:
     assert n.body is not None
-    sp = split_node(n.body, k)
+    sp = split_node(n.body, outer)
     return math.prod(sp.inner_ranges) if sp is not None else 1
 
 
 def _sub(expr: object, subs: dict[sympy.Symbol, sympy.Expr]) -> sympy.Expr:
     assert isinstance(expr, sympy.Expr)
-    return expr.xreplace(subs)
+    return sympy.expand(expr.xreplace(subs))
 
 
 def generate_kernel(group: FusedGroup, buffers: dict[str, Buffer], *, threads: int,

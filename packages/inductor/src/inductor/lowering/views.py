@@ -282,3 +282,43 @@ def _pad(ctx: LoweringContext, x: TensorValue, pad: Sequence[int], value: float 
         return ops.where(c, v, ops.constant(value, v.dtype))  # type: ignore[no-any-return]
 
     return Pointwise(tuple(new), x.dtype, x.device, inner)
+
+
+@lowering(aten.split_with_sizes.default, aten.split.Tensor)
+def _split(ctx: LoweringContext, x: TensorValue, sizes: Any, dim: int = 0) -> Any:
+    nd = len(x.size)
+    dim = normalize_dim(dim, nd)
+    total = x.size[dim]
+    if isinstance(sizes, int):
+        step = max(sizes, 1)
+        sizes = [min(step, total - s) for s in range(0, total, step)] or [0]
+    parts = []
+    start = 0
+    for size in sizes:
+        new = list(x.size)
+        new[dim] = size
+
+        def smap(idx: Sequence[Expr], start: int = start) -> list[Expr]:
+            out = list(idx)
+            out[dim] = idx[dim] + start
+            return out
+
+        parts.append(apply_view(x, new, smap))
+        start += size
+    return parts
+
+
+@lowering(aten.unbind.int)
+def _unbind(ctx: LoweringContext, x: TensorValue, dim: int = 0) -> Any:
+    nd = len(x.size)
+    dim = normalize_dim(dim, nd)
+    new = [s for d, s in enumerate(x.size) if d != dim]
+    parts = []
+    for i in range(x.size[dim]):
+        def smap(idx: Sequence[Expr], i: int = i) -> list[Expr]:
+            out = list(idx)
+            out.insert(dim, sympy.Integer(i))
+            return out
+
+        parts.append(apply_view(x, new, smap))
+    return parts

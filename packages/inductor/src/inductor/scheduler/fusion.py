@@ -8,7 +8,7 @@ point (so the group's loop nest computes it before it is read).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import sympy
@@ -32,25 +32,86 @@ def inner_symbol(j: int) -> sympy.Symbol:
 
 @dataclass(frozen=True, slots=True)
 class Split:
-    """A node's loops seen from a group with `k` outer loops."""
+    """A node's loops seen from a group with outer loop sizes `outer`."""
 
     inner_ranges: tuple[int, ...]
     subs: dict[sympy.Symbol, Expr]
 
 
-def split_node(body: LoopBody, k: int) -> Split | None:
-    if body.is_reduction:
-        if len(body.index_ranges) != k:
-            return None
-        subs: dict[sympy.Symbol, Expr] = {v: outer_symbol(j) for j, v in enumerate(body.index_vars)}
-        subs.update({v: inner_symbol(j) for j, v in enumerate(body.reduce_vars)})
-        return Split(body.reduce_ranges, subs)
-    if len(body.index_ranges) < k:
+def _cumprods(sizes: Sequence[int]) -> list[int]:
+    out: list[int] = []
+    acc = 1
+    for s in sizes:
+        acc *= s
+        out.append(acc)
+    return out
+
+
+def refine(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...] | None:
+    """The coarsest loop sizes that both `a` and `b` (same product) are groupings of."""
+    if _numel(a) != _numel(b):
         return None
-    subs = {}
-    for j, v in enumerate(body.index_vars):
-        subs[v] = outer_symbol(j) if j < k else inner_symbol(j - k)
-    return Split(body.index_ranges[k:], subs)
+    bounds = sorted(set(_cumprods(a)) | set(_cumprods(b)))
+    dims: list[int] = []
+    prev = 1
+    for bd in bounds:
+        if bd % prev != 0:
+            return None
+        if bd != prev:
+            dims.append(bd // prev)
+        prev = bd
+    return tuple(dims)
+
+
+def _prefix_len(ranges: Sequence[int], numel: int) -> int | None:
+    """Smallest k with prod(ranges[:k]) == numel."""
+    acc = 1
+    if numel == 1:
+        return 0
+    for k, s in enumerate(ranges):
+        acc *= s
+        if acc == numel:
+            return k + 1
+        if acc > numel:
+            return None
+    return None
+
+
+def split_node(body: LoopBody, outer: Sequence[int]) -> Split | None:
+    numel = _numel(outer)
+    ranges = body.index_ranges
+    if body.is_reduction:
+        k: int | None = len(ranges)
+        if _numel(ranges) != numel:
+            return None
+    else:
+        k = _prefix_len(ranges, numel)
+        if k is None:
+            return None
+    outer_bounds = _cumprods(outer)
+    boundary_set = set(outer_bounds)
+    node_bounds = _cumprods(ranges[:k])
+    if any(b not in boundary_set for b in node_bounds):
+        return None
+    subs: dict[sympy.Symbol, Expr] = {}
+    j = 0
+    for v, b in zip(body.index_vars[:k], node_bounds):
+        covered: list[int] = []
+        while j < len(outer) and outer_bounds[j] <= b:
+            covered.append(j)
+            j += 1
+        expr: Expr = sympy.Integer(0)
+        mult = 1
+        for c in reversed(covered):
+            expr = expr + outer_symbol(c) * mult
+            mult *= outer[c]
+        subs[v] = expr
+    if body.is_reduction:
+        subs.update({v: inner_symbol(i) for i, v in enumerate(body.reduce_vars)})
+        return Split(body.reduce_ranges, subs)
+    for i, v in enumerate(body.index_vars[k:]):
+        subs[v] = inner_symbol(i)
+    return Split(tuple(ranges[k:]), subs)
 
 
 @dataclass(eq=False)
@@ -84,41 +145,53 @@ def _body(n: ComputedBuffer) -> LoopBody:
     return n.body
 
 
-def _canonical(body: LoopBody, k: int) -> tuple[Split, list[tuple[str, Expr]],
-                                                list[tuple[str, Expr]]] | None:
-    sp = split_node(body, k)
+def _canonical(body: LoopBody, outer: Sequence[int]) -> tuple[
+        Split, list[tuple[str, Expr]], list[tuple[str, Expr]]] | None:
+    sp = split_node(body, outer)
     if sp is None:
         return None
-    reads = [(b, e.xreplace(sp.subs)) for b, e in body.reads()]
-    writes = [(b, e.xreplace(sp.subs)) for b, e in body.writes()]
+    reads = [(b, sympy.expand(e.xreplace(sp.subs))) for b, e in body.reads()]
+    writes = [(b, sympy.expand(e.xreplace(sp.subs))) for b, e in body.writes()]
     return sp, reads, writes
 
 
-def _possible_k(group: FusedGroup, body: LoopBody) -> int | None:
-    """The outer-loop count if `body` can share loops with `group`, else None."""
+def _common_boundary(a: Sequence[int], b: Sequence[int]) -> int:
+    common = set(_cumprods(a)) & set(_cumprods(b))
+    return max(common, default=1)
+
+
+def _possible_outer(group: FusedGroup, body: LoopBody) -> tuple[int, ...] | None:
+    """The outer loops the group would have with `body` in it, or None."""
+    gnumel = _numel(group.outer)
     if body.is_reduction:
-        k = len(body.index_ranges)
-        if group.has_reduction() and k != group.k:
+        numel = _numel(body.index_ranges)
+        if group.has_reduction() and numel != gnumel:
             return None
-        if k > group.k:
+        k = _prefix_len(group.outer, numel)
+        if k is None:
             return None
+        new = refine(group.outer[:k], body.index_ranges)
+    elif group.has_reduction():
+        k = _prefix_len(body.index_ranges, gnumel)
+        if k is None:
+            return None
+        new = refine(group.outer, body.index_ranges[:k])
     else:
-        if group.has_reduction():
-            k = group.k
-        else:
-            k = 0
-            limit = min(len(body.index_ranges), group.k)
-            while k < limit and body.index_ranges[k] == group.outer[k]:
-                k += 1
-    if tuple(body.index_ranges[:k]) != group.outer[:k]:
+        numel = _common_boundary(group.outer, body.index_ranges)
+        ka = _prefix_len(group.outer, numel)
+        kb = _prefix_len(body.index_ranges, numel)
+        if ka is None or kb is None:
+            return None
+        new = refine(group.outer[:ka], body.index_ranges[:kb])
+    if new is None:
         return None
-    if k == 0:
+    if not new:
         if not body.is_reduction and _numel(body.index_ranges) > SMALL_SCALAR_NUMEL:
             return None
-        if group.k > 0 and any(_numel(_body(n).index_ranges) > SMALL_SCALAR_NUMEL
-                               for n in group.nodes):
+        if any(not _body(n).is_reduction and _numel(_body(n).index_ranges) > SMALL_SCALAR_NUMEL
+               for n in group.nodes):
             return None
-    return k
+    return new
 
 
 def _numel(sizes: Iterable[int]) -> int:
@@ -128,10 +201,10 @@ def _numel(sizes: Iterable[int]) -> int:
     return n
 
 
-def _legal(group: FusedGroup, node: ComputedBuffer, k: int) -> bool:
+def _legal(group: FusedGroup, node: ComputedBuffer, outer: tuple[int, ...]) -> bool:
     forms = {}
     for m in [*group.nodes, node]:
-        c = _canonical(_body(m), k)
+        c = _canonical(_body(m), outer)
         if c is None:
             return False
         forms[m.name] = c
@@ -143,7 +216,7 @@ def _legal(group: FusedGroup, node: ComputedBuffer, k: int) -> bool:
             continue
         sp_w, _, writes_w = forms[w.name]
         store = writes_w[0][1]
-        if idx.has(*[s for s in idx.free_symbols if s.name.startswith("tmp")]):
+        if any(s.name.startswith("tmp") for s in idx.free_symbols):
             return False
         if sp_w.inner_ranges:
             if sp_w.inner_ranges != sp_n.inner_ranges or idx != store:
@@ -177,7 +250,7 @@ def fuse(kernels: Iterable[ComputedBuffer | ExternKernel], enabled: bool = True)
         body = _body(kern)
         deps = [producer_pos[b] for b, _ in body.reads() if b in producer_pos]
         first = max(deps, default=-1)
-        best: tuple[int, int, int] | None = None
+        best: tuple[int, int, tuple[int, ...]] | None = None
         if enabled:
             for pos in range(max(first, 0), len(steps)):
                 g = steps[pos]
@@ -185,21 +258,20 @@ def fuse(kernels: Iterable[ComputedBuffer | ExternKernel], enabled: bool = True)
                     continue
                 if pos < first:
                     continue
-                k = _possible_k(g, body)
-                if k is None or not _legal(g, kern, k):
+                new_outer = _possible_outer(g, body)
+                if new_outer is None or not _legal(g, kern, new_outer):
                     continue
                 score = _sharing(g, kern)
                 if score > 0 and (best is None or score >= best[0]):
-                    best = (score, pos, k)
+                    best = (score, pos, new_outer)
         if best is not None:
-            _, pos, k = best
+            _, pos, new_outer = best
             g = steps[pos]
             assert isinstance(g, FusedGroup)
             g.nodes.append(kern)
-            g.outer = g.outer[:k]
+            g.outer = new_outer
             producer_pos[kern.name] = pos
         else:
-            k = len(body.index_ranges)
             steps.append(FusedGroup([kern], tuple(body.index_ranges)))
             producer_pos[kern.name] = len(steps) - 1
     return steps
@@ -216,7 +288,7 @@ def assign_locals(steps: list[Step], users: dict[str, set[int]], outputs: set[st
                 continue
             if users.get(n.name, set()) - {pos}:
                 continue
-            sp = split_node(_body(n), step.k)
+            sp = split_node(_body(n), step.outer)
             if sp is not None and (_body(n).is_reduction or not sp.inner_ranges):
                 step.local.add(n.name)
 

@@ -1,0 +1,362 @@
+"""Model zoo on CPU: ours (the `inductor` backend) vs eager vs `torch.compile`, side by side.
+
+    python tools/bench/zoo.py [--models mlp,attention,...] [--no-train] [--quick]
+
+For each model and mode (inference, training = forward + backward): accuracy against eager,
+speedup over eager for ours and for torch.compile, and cold / warm compile times (cold:
+first call with empty on-disk caches; warm: a fresh compile of the same model with the
+on-disk caches filled, in-memory caches cleared). Ours runs through `capture.optimize`
+when capture handles the model, else through `aotgrad.aot_module` (column `path`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+_CACHE_ROOT = tempfile.mkdtemp(prefix="zoo-cache-")
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(_CACHE_ROOT, "torch"))
+os.environ.setdefault("INDUCTOR_CACHE_DIR", os.path.join(_CACHE_ROOT, "ours"))
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+# -- models -------------------------------------------------------------------------------
+
+
+class MLP(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(256, 512), nn.GELU(), nn.Linear(512, 512),
+                                 nn.ReLU(), nn.LayerNorm(512), nn.Linear(512, 10))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+class Attention(nn.Module):
+    """A hand-written pre-norm transformer block (attention + MLP)."""
+
+    def __init__(self, d: int = 256, heads: int = 4) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, 4 * d)
+        self.fc2 = nn.Linear(4 * d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, d = x.shape
+        h = self.heads
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q = q.view(b, s, h, d // h).transpose(1, 2)
+        k = k.view(b, s, h, d // h).transpose(1, 2)
+        v = v.view(b, s, h, d // h).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // h))
+        mask = torch.ones(s, s, dtype=torch.bool).tril()
+        att = att.masked_fill(~mask, float("-inf")).softmax(-1)
+        y = (att @ v).transpose(1, 2).reshape(b, s, d)
+        x = x + self.proj(y)
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class LSTMModel(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(64, 128, batch_first=True)
+        self.head = nn.Linear(128, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out, _ = self.lstm(x)
+        return self.head(out[:, -1])
+
+
+class InplaceViews(nn.Module):
+    """In-place ops on intermediates and views (functionalization territory)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(128, 128)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.fc(x)
+        y.mul_(2.0)
+        y[:, :32].add_(1.0)
+        z = y.view(y.shape[0], 4, 32).transpose(1, 2)
+        z.relu_()
+        w = z.sum(-1, keepdim=True).expand_as(z).contiguous()
+        out = torch.tanh(w).reshape(y.shape[0], -1)
+        out = out + y.sigmoid()
+        out[:, :8] *= 0.5
+        return out
+
+
+def _gpt2() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    cfg = GPT2Config(vocab_size=1000, n_positions=128, n_embd=128, n_layer=2, n_head=4,
+                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    cfg._attn_implementation = "eager"
+    model = GPT2LMHeadModel(cfg)
+    return _Logits(model), (torch.randint(0, 1000, (4, 64)),)
+
+
+def _bert() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    from transformers import BertConfig, BertModel
+
+    cfg = BertConfig(vocab_size=1000, hidden_size=128, num_hidden_layers=2,
+                     num_attention_heads=2, intermediate_size=512, max_position_embeddings=128,
+                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    cfg._attn_implementation = "eager"
+    model = BertModel(cfg)
+    return _Hidden(model), (torch.randint(0, 1000, (4, 64)),)
+
+
+class _Logits(nn.Module):
+    def __init__(self, m: nn.Module) -> None:
+        super().__init__()
+        self.m = m
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.m(ids, use_cache=False).logits  # type: ignore[no-any-return]
+
+
+class _Hidden(nn.Module):
+    def __init__(self, m: nn.Module) -> None:
+        super().__init__()
+        self.m = m
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.m(ids).last_hidden_state  # type: ignore[no-any-return]
+
+
+def _timm(name: str) -> Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]:
+    def make() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+        import timm
+
+        return timm.create_model(name, pretrained=False), (torch.randn(2, 3, 224, 224),)
+
+    return make
+
+
+MODELS: dict[str, Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]] = {
+    "mlp": lambda: (MLP(), (torch.randn(64, 256),)),
+    "attention": lambda: (Attention(), (torch.randn(4, 128, 256),)),
+    "lstm": lambda: (LSTMModel(), (torch.randn(16, 32, 64),)),
+    "inplace_views": lambda: (InplaceViews(), (torch.randn(64, 128),)),
+    "gpt2_tiny": _gpt2,
+    "bert_tiny": _bert,
+    "timm_resnet18": _timm("resnet18"),
+    "timm_vit_tiny": _timm("vit_tiny_patch16_224"),
+}
+
+# -- measurement --------------------------------------------------------------------------
+
+
+def _median_time(fn: Callable[[], Any], budget: float = 1.0, min_iters: int = 5) -> float:
+    for _ in range(2):
+        fn()
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < min_iters or time.perf_counter() - start < budget:
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+        if len(times) >= 200:
+            break
+    return statistics.median(times)
+
+
+def _outputs(out: Any) -> list[torch.Tensor]:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in _outputs(o)]
+    return []
+
+
+def _close(a: list[torch.Tensor], b: list[torch.Tensor], tol: float) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        x, y = x.detach().float(), y.detach().float()
+        scale = max(y.abs().max().item(), 1.0)
+        if x.shape != y.shape or (x - y).abs().max().item() > tol * scale:
+            return False
+    return True
+
+
+def _step(model: Callable[..., Any], params: list[torch.nn.Parameter], inputs: tuple[Any, ...],
+          train: bool) -> Callable[[], list[torch.Tensor]]:
+    def run() -> list[torch.Tensor]:
+        if not train:
+            with torch.no_grad():
+                return _outputs(model(*inputs))
+        for p in params:
+            p.grad = None
+        out = _outputs(model(*inputs))
+        sum(o.float().sum() for o in out).backward()  # type: ignore[union-attr]
+        return out + [p.grad for p in params if p.grad is not None]
+
+    return run
+
+
+def _ours(model: nn.Module, inputs: tuple[Any, ...]) -> tuple[Callable[..., Any], str]:
+    try:
+        import capture
+
+        wrapped = capture.optimize(copy.deepcopy(model), backend="inductor")
+        with torch.no_grad():
+            got = _outputs(wrapped(*inputs))
+            want = _outputs(model(*inputs))
+        if _close(got, want, 1e-3):
+            wrapped = capture.optimize(model, backend="inductor")
+            return wrapped, "capture"
+    except Exception:  # noqa: BLE001 - any capture failure means: use aotgrad directly
+        pass
+    import aotgrad
+
+    from inductor.decompositions import decomposition_table
+    from inductor.pipeline import compile_aten
+
+    return aotgrad.aot_module(model, compile_aten, compile_aten, partition_fn="min_cut",
+                              decompositions=decomposition_table()), "aot_module"
+
+
+def _clear_ours() -> None:
+    from inductor.runtime.cpp_build import clear_memory_cache
+
+    clear_memory_cache()
+    try:
+        import capture
+
+        capture.reset()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+@dataclass
+class Row:
+    model: str
+    mode: str
+    path: str
+    eager_ms: float
+    ours_x: float
+    torch_x: float
+    ours_ok: bool
+    torch_ok: bool
+    ours_cold_s: float
+    ours_warm_s: float
+    torch_cold_s: float
+    torch_warm_s: float
+
+
+def bench_model(name: str, train: bool, use_torch: bool) -> Row:
+    torch.manual_seed(0)
+    model, inputs = MODELS[name]()
+    model.train(False)
+    params = [p for p in model.parameters() if p.requires_grad] if train else []
+    if not train:
+        for p in model.parameters():
+            p.requires_grad_(False)
+    eager = _step(model, params, inputs, train)
+    expected = [t.clone() for t in eager()]
+    eager_t = _median_time(eager)
+
+    t0 = time.perf_counter()
+    ours_model, path = _ours(model, inputs)
+    ours_step = _step(ours_model, params, inputs, train)
+    got = ours_step()
+    ours_cold = time.perf_counter() - t0
+    ours_ok = _close(got, expected, 2e-3)
+    ours_t = _median_time(ours_step)
+    _clear_ours()
+    t0 = time.perf_counter()
+    ours_model2, _ = _ours(model, inputs)
+    _step(ours_model2, params, inputs, train)()
+    ours_warm = time.perf_counter() - t0
+
+    torch_t = torch_cold = torch_warm = float("nan")
+    torch_ok = False
+    if use_torch:
+        import torch._dynamo as dynamo
+
+        dynamo.reset()
+        t0 = time.perf_counter()
+        tc = torch.compile(model, backend="inductor")
+        tc_step = _step(tc, params, inputs, train)
+        got_t = tc_step()
+        torch_cold = time.perf_counter() - t0
+        torch_ok = _close(got_t, expected, 2e-3)
+        torch_t = _median_time(tc_step)
+        dynamo.reset()
+        t0 = time.perf_counter()
+        _step(torch.compile(model, backend="inductor"), params, inputs, train)()
+        torch_warm = time.perf_counter() - t0
+        dynamo.reset()
+    return Row(name, "train" if train else "infer", path, eager_t * 1e3, eager_t / ours_t,
+               eager_t / torch_t, ours_ok, torch_ok, ours_cold, ours_warm, torch_cold,
+               torch_warm)
+
+
+def _geomean(xs: list[float]) -> float:
+    xs = [x for x in xs if x == x and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", default="")
+    ap.add_argument("--no-train", action="store_true")
+    ap.add_argument("--no-torch", action="store_true")
+    args = ap.parse_args(argv)
+    names = [n for n in (args.models.split(",") if args.models else MODELS) if n]
+    rows: list[Row] = []
+    modes = [False] if args.no_train else [False, True]
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, caches {_CACHE_ROOT}")
+    header = (f"{'model':<15}{'mode':<6}{'path':<11}{'eager ms':>9}{'ours x':>8}{'torch x':>8}"
+              f"{'ok':>6}{'cold s':>8}{'warm s':>8}{'tc cold':>8}{'tc warm':>8}")
+    print(header, flush=True)
+    for name in names:
+        for train in modes:
+            try:
+                row = bench_model(name, train, not args.no_torch)
+            except ImportError as e:
+                print(f"{name:<15}skipped ({e})", flush=True)
+                break
+            except Exception as e:  # noqa: BLE001 - report and continue with other models
+                print(f"{name:<15}{'train' if train else 'infer':<6}FAILED: "
+                      f"{type(e).__name__}: {str(e)[:200]}", flush=True)
+                continue
+            rows.append(row)
+            ok = ("y" if row.ours_ok else "N") + "/" + ("y" if row.torch_ok else "N")
+            print(f"{row.model:<15}{row.mode:<6}{row.path:<11}{row.eager_ms:>9.3f}"
+                  f"{row.ours_x:>8.2f}{row.torch_x:>8.2f}{ok:>6}{row.ours_cold_s:>8.2f}"
+                  f"{row.ours_warm_s:>8.2f}{row.torch_cold_s:>8.2f}{row.torch_warm_s:>8.2f}",
+                  flush=True)
+    if rows:
+        print(f"geomean speedup over eager: ours {_geomean([r.ours_x for r in rows]):.3f}, "
+              f"torch.compile {_geomean([r.torch_x for r in rows]):.3f}")
+        print(f"geomean cold compile: ours {_geomean([r.ours_cold_s for r in rows]):.2f}s, "
+              f"torch.compile {_geomean([r.torch_cold_s for r in rows]):.2f}s; warm: ours "
+              f"{_geomean([r.ours_warm_s for r in rows]):.2f}s, torch.compile "
+              f"{_geomean([r.torch_warm_s for r in rows]):.2f}s")
+        print(f"accuracy: ours {sum(r.ours_ok for r in rows)}/{len(rows)}, "
+              f"torch.compile {sum(r.torch_ok for r in rows)}/{len(rows)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
