@@ -7,13 +7,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_unflatten
-
 from aotgrad.backend import run_graph_as_is
 from aotgrad.decompositions import get_decompositions
 from aotgrad.functionalize import FunctionalGraph, functionalize
 from aotgrad.runtime import InferenceRunner
 from aotgrad.trace import fake_inputs, new_fake_mode, trace
+from torch.utils._pytree import tree_flatten, tree_unflatten
 
 
 def assert_no_mutable_ops(gm: torch.fx.GraphModule) -> None:

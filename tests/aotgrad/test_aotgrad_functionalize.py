@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 import torch
-
 from _aotgrad_checks import check_functionalized
 
 aten = torch.ops.aten

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-
 from _aotgrad_checks import assert_no_mutable_ops
 from aotgrad.joint import build_joint
 

@@ -6,11 +6,10 @@ import operator
 
 import pytest
 import torch
-import torch.fx as fx
-
 from aotgrad import TraceError
 from aotgrad.decompositions import get_decompositions
 from aotgrad.trace import fake_inputs, new_fake_mode, trace
+from torch import fx
 
 aten = torch.ops.aten
 

@@ -8,12 +8,10 @@ import copy
 import math
 from collections.abc import Callable
 
+import aotgrad
 import pytest
 import torch
-import torch.fx as fx
-from torch import nn
-
-import aotgrad
+from torch import fx, nn
 
 
 class MLP(nn.Module):

@@ -8,11 +8,12 @@ compiled ATen graphs (`aotgrad.pipeline` lists the passes in order).
 from __future__ import annotations
 
 import contextlib
+import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
-import torch.fx as fx
+from torch import fx
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from aotgrad import config as _config
@@ -20,7 +21,7 @@ from aotgrad.pipeline import PartitionFnLike, compile_inference, compile_trainin
 from aotgrad.runtime import Compiler, InferenceRunner, SavedBytesCounter, TrainingRunner
 from aotgrad.trace import AtenTracer, run_with_meta
 
-__all__ = ["AotCompiled", "aot_function", "aot_module", "LiftedModule"]
+__all__ = ["AotCompiled", "LiftedModule", "aot_function", "aot_module"]
 
 Runner = InferenceRunner | TrainingRunner
 
@@ -28,6 +29,31 @@ Runner = InferenceRunner | TrainingRunner
 def _tensor_key(t: torch.Tensor, training: bool) -> tuple[Any, ...]:
     return (t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.storage_offset(),
             training and t.requires_grad, type(t))
+
+
+def _closure_values(fn: Any) -> tuple[Any, ...]:
+    """The closure cells' contents of a plain Python function (else ()).
+
+    NOTE: tensors a function closes over are inputs of its graphs, as capture lifts free
+    tensors: they get gradients and are read anew on every call.
+    """
+    if not isinstance(fn, types.FunctionType) or not fn.__closure__:
+        return ()
+    try:
+        return tuple(cell.cell_contents for cell in fn.__closure__)
+    except ValueError:  # an empty cell: leave the closure alone
+        return ()
+
+
+def _with_closure(fn: Any, cells: tuple[Any, ...]) -> Any:
+    """`fn` with its closure cells holding `cells` (fn itself when it has none)."""
+    if not cells:
+        return fn
+    closure = tuple(types.CellType(value) for value in cells)
+    clone = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__,
+                               closure)
+    clone.__kwdefaults__ = fn.__kwdefaults__
+    return clone
 
 
 def _hashable(value: Any) -> Any:
@@ -72,7 +98,7 @@ class AotCompiled:
         return tuple(parts)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        leaves, in_spec = tree_flatten((args, kwargs))
+        leaves, in_spec = tree_flatten((args, kwargs, _closure_values(self.fn)))
         tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
         training = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
         key = self._key(leaves, training)
@@ -93,8 +119,8 @@ class AotCompiled:
             values = list(constants)
             for position, tensor in zip(positions, tensors):
                 values[position] = tensor
-            args, kwargs = tree_unflatten(values, in_spec)
-            return fn(*args, **kwargs)
+            args, kwargs, cells = tree_unflatten(values, in_spec)
+            return _with_closure(fn, cells)(*args, **kwargs)
 
         flat_fn.run_traced = (  # type: ignore[attr-defined]
             _traced_caller(fn, positions, constants, in_spec))
@@ -114,9 +140,9 @@ def _traced_caller(fn: Callable[..., Any], positions: list[int], constants: list
         values = list(constants)
         for position, tensor in zip(positions, tensors):
             values[position] = tensor
-        args, kwargs = tree_unflatten(values, in_spec)
-        if kwargs:
-            return fn(*args, **kwargs)
+        args, kwargs, cells = tree_unflatten(values, in_spec)
+        if kwargs or cells:
+            return _with_closure(fn, cells)(*args, **kwargs)
         return run_with_meta(fn, args, tracer)
 
     return run_traced

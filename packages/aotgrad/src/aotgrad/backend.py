@@ -9,14 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-
-import torch.fx as fx
+from torch import fx
 
 from aotgrad.api import AotCompiled, LiftedModule
 from aotgrad.pipeline import PartitionFnLike
 from aotgrad.runtime import Compiler
 
-__all__ = ["make_backend", "aot_eager", "run_graph_as_is"]
+__all__ = ["aot_eager", "make_backend", "run_graph_as_is"]
 
 Backend = Callable[[fx.GraphModule, list[Any]], Callable[..., Any]]
 
@@ -62,6 +61,9 @@ def run_graph_as_is(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[.
     return gm.forward
 
 
-aot_eager: Backend = make_backend(run_graph_as_is, run_graph_as_is, partition_fn="default")
+# NOTE: like torch's aot_eager, no decompositions: the ATen graphs keep the ops (and the
+# numerics) that eager runs.
+aot_eager: Backend = make_backend(run_graph_as_is, run_graph_as_is, partition_fn="default",
+                                  decompositions="none")
 
 

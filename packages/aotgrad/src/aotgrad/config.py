@@ -15,7 +15,7 @@ from typing import Any
 
 from aotgrad.partition.options import PartitionConfig
 
-__all__ = ["AotgradConfig", "config", "patch", "list_options"]
+__all__ = ["AotgradConfig", "config", "list_options", "patch"]
 
 PARTITIONERS = ("default", "min_cut", "memory_budget")
 

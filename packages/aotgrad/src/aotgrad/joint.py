@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
-import torch.fx as fx
+from torch import fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._pytree import tree_flatten
 
@@ -126,9 +126,8 @@ def trace_joint(
     """
     primals = fresh_fakes(fake_mode, inputs)
     requires_grad = [_differentiable(p) for p in primals]
-    flat_examples = [
-        n.meta["example_value"] for n in forward.gm.graph.nodes if n.op == "output"
-    ][0]
+    flat_examples = next(
+        n.meta["example_value"] for n in forward.gm.graph.nodes if n.op == "output")
     user_examples = list(flat_examples[len(forward.mutated_inputs):])
     tangent_for = [j for j, spec in enumerate(forward.outputs)
                    if spec.kind == "graph" and forward.output_requires_grad[j]]
@@ -145,7 +144,8 @@ def trace_joint(
     with fake_mode, tracer, torch.enable_grad():
         flat = tree_flatten(run_with_meta(fn, list(primals), tracer))[0]
         grads: list[object] = [None] * len(primals)
-        diff_inputs = [p for p, rg in zip(primals, requires_grad) if rg]
+        diff_inputs = [p for p, rg in zip(primals, requires_grad)
+                       if rg and isinstance(p, torch.Tensor)]
         diff_outs = [flat[j] for j in tangent_for]
         if diff_inputs and diff_outs:
             computed = torch.autograd.grad(diff_outs, diff_inputs, tangents, allow_unused=True)

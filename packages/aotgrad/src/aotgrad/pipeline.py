@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Union
+from typing import Any
 
 import torch
 
@@ -23,7 +23,7 @@ from aotgrad.trace import new_fake_mode
 
 __all__ = ["PartitionFnLike", "compile_inference", "compile_training", "resolve_partitioner"]
 
-PartitionFnLike = Union[str, Callable[..., Any]]
+PartitionFnLike = str | Callable[..., Any]
 Decomps = str | Mapping[Any, Callable[..., Any]] | None
 
 

@@ -12,11 +12,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-import torch.fx as fx
+from torch import fx
 
 from aotgrad.functionalize import FunctionalGraph, OutputSpec
 
-__all__ = ["SavedBytesCounter", "InferenceRunner", "TrainingRunner", "Compiler", "example_inputs"]
+__all__ = ["Compiler", "InferenceRunner", "SavedBytesCounter", "TrainingRunner", "example_inputs"]
 
 Compiler = Callable[[fx.GraphModule, list[Any]], Callable[..., Any]]
 
@@ -137,13 +137,13 @@ class TrainingRunner:
                 return tuple(fwd)
 
             @staticmethod
-            @torch.autograd.function.once_differentiable  # type: ignore[misc]
+            @torch.autograd.function.once_differentiable
             def backward(ctx: Any, *grads: Any) -> Any:
                 tensors = iter(ctx.saved_tensors)
                 others = iter(ctx.saved_other)
                 saved = [next(tensors) if is_tensor else next(others)
                          for is_tensor in ctx.saved_layout]
-                tangents = []
+                tangents: list[torch.Tensor] = []
                 for i in tangent_list:
                     grad = grads[i]
                     if grad is None:
@@ -156,7 +156,7 @@ class TrainingRunner:
         self.function = CompiledFunction
 
     def __call__(self, args: Sequence[Any]) -> list[Any]:
-        outs = self.function.apply(*args)
+        outs = self.function.apply(*args)  # type: ignore[no-untyped-call]  # torch: untyped
         k = len(self.forward.mutated_inputs)
         _apply_mutations(args, self.forward.mutated_inputs, outs[:k])
         return user_outputs(self.forward.outputs, args, outs[k:])

@@ -15,12 +15,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
-import torch.fx as fx
+from torch import fx
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
-__all__ = ["AtenTracer", "TraceError", "trace", "new_fake_mode", "COPIED_META_KEYS"]
+__all__ = ["COPIED_META_KEYS", "AtenTracer", "TraceError", "new_fake_mode", "trace"]
 
 COPIED_META_KEYS = ("stack_trace", "nn_module_stack", "source_fn")
 
@@ -70,11 +70,11 @@ def _changes_metadata(func: Any) -> bool:
     return any(r.alias_info is not None for r in view._schema.returns)
 
 
-class AtenTracer(TorchDispatchMode):
+class AtenTracer(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: untyped
     """Records ATen ops into `self.graph`; tensors are matched to nodes by identity."""
 
     def __init__(self, fake_mode: FakeTensorMode, decompositions: DecompTable) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # torch: untyped __init__
         self.fake_mode = fake_mode
         self.decompositions = decompositions
         self.graph = fx.Graph()
@@ -229,7 +229,7 @@ class AtenTracer(TorchDispatchMode):
 
     def output_flat(self, flat: Sequence[object]) -> None:
         """Output node returning `flat` as a tuple (None entries kept)."""
-        fx_flat = [self._to_arg(v) for v in flat]
+        fx_flat: list[Any] = [self._to_arg(v) for v in flat]
         node = self.graph.output(tuple(fx_flat))
         node.meta["example_value"] = tuple(flat)
 

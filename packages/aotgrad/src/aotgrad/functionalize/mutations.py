@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-import torch.fx as fx
+from torch import fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._pytree import tree_map
 
@@ -88,6 +88,20 @@ def _overload(packet_name: str, overload: str) -> torch._ops.OpOverload | None:
         return None
 
 
+def _same_arguments(packet_name: str, op: torch._ops.OpOverload) -> Any:
+    """The overload of `packet_name` whose arguments have `op`'s names (`transpose_.default`
+    -> `transpose.int`)."""
+    packet = getattr(aten, packet_name, None)
+    if packet is None:
+        return None
+    wanted = [a.name for a in op._schema.arguments]
+    for overload_name in packet.overloads():
+        candidate = getattr(packet, overload_name)
+        if [a.name for a in candidate._schema.arguments] == wanted:
+            return candidate
+    return None
+
+
 @dataclasses.dataclass(frozen=True)
 class _Variant:
     op: torch._ops.OpOverload
@@ -111,7 +125,7 @@ def functional_variant(op: torch._ops.OpOverload) -> _Variant:
             if [a.name for a in candidate._schema.arguments] == wanted:
                 return _Variant(candidate, "out")
     if name.endswith("_") and not name.endswith("__"):
-        candidate = _overload(name[:-1], overload)
+        candidate = _overload(name[:-1], overload) or _same_arguments(name[:-1], op)
         if candidate is not None and not candidate._schema.is_mutable:
             if is_view_op(candidate):
                 return _Variant(candidate, "inplace_view")

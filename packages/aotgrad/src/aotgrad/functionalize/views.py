@@ -8,14 +8,13 @@ IR in: nodes of a traced (mutable) ATen graph. IR out: rules used by `mutations.
 from __future__ import annotations
 
 import dataclasses
-import operator
 from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.fx as fx
+from torch import fx
 
-__all__ = ["Storage", "Alias", "is_view_op", "scatter_into_parent", "ViewStep", "view_chain"]
+__all__ = ["Alias", "Storage", "ViewStep", "is_view_op", "scatter_into_parent", "view_chain"]
 
 aten = torch.ops.aten
 
@@ -95,6 +94,7 @@ def scatter_into_parent(view: fx.Node, parent_orig: fx.Node, parent_new: fx.Node
     if target is aten.select.int:
         dim, index = view.args[1], view.args[2]
         return emit(aten.select_scatter.default, (parent_new, new, dim, index), {}, view)
+    args: tuple[Any, ...]
     if target is aten.slice.Tensor:
         args = (parent_new, new, _arg(view, 1, "dim", 0), _arg(view, 2, "start", None),
                 _arg(view, 3, "end", None), _arg(view, 4, "step", 1))
@@ -110,7 +110,8 @@ def scatter_into_parent(view: fx.Node, parent_orig: fx.Node, parent_new: fx.Node
     if target is aten.transpose.int:
         return emit(aten.transpose.int, (new, view.args[1], view.args[2]), {}, view)
     if target is aten.permute.default:
-        dims = [d % len(view.args[1]) for d in view.args[1]]  # type: ignore[arg-type, operator]
+        given: list[int] = list(view.args[1])  # type: ignore[arg-type]  # permute's dims
+        dims = [d % len(given) for d in given]
         inverse = sorted(range(len(dims)), key=lambda i: dims[i])
         return emit(aten.permute.default, (new, inverse), {}, view)
     if target in _RESHAPE_LIKE:
