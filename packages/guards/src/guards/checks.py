@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import math
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -286,11 +287,17 @@ def _type_name(cls: type) -> str:
 
 
 def _short_repr(obj: object, limit: int = 60) -> str:
+    """A one-line description of `obj` for messages (never raises)."""
+    if isinstance(obj, (types.FunctionType, types.BuiltinFunctionType, type)):
+        kind = "class" if isinstance(obj, type) else "function"
+        return f"<{kind} {getattr(obj, '__qualname__', '?')}>"
     try:
         text = repr(obj)
     except Exception:  # noqa: BLE001  # a broken __repr__ must not break guard building
-        text = f"<{type(obj).__name__} object>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+        text = ""
+    if not text or "\n" in text or len(text) > limit:
+        text = f"<{type(obj).__qualname__} object at {id(obj):#x}>"
+    return text
 
 
 def _dims(values: tuple[int | None, ...]) -> str:

@@ -29,7 +29,6 @@ from guards.checks import (
     TypeMatch,
 )
 from guards.dispatch_keys import learn, memo_for
-from guards.reasons import stride_mismatch
 from guards.state import current_backend
 from guards.tree import GuardNode, GuardTree
 
@@ -173,12 +172,21 @@ def _device_condition(var: str, device: Any, out: Emitter) -> str:
     return f"{var}.device == {out.const(device, 'device')}"
 
 
-def _stride_conditions(check: TensorMatch, var: str, out: Emitter) -> list[str]:
+def _stride_conditions(check: TensorMatch, var: str, sizes: str, out: Emitter) -> list[str]:
+    """Conditions equivalent to `reasons.stride_mismatch(...) is None`; `sizes` names the
+    tensor's shape (a local in the dynamic case)."""
     shape = check.shape
     strides = check.strides
     if any(size is None for size in shape):
-        helper = out.const(stride_mismatch, "stride_mismatch")
-        return [f"{helper}({out.const(strides, 'strides')}, {var}.shape, {var}.stride()) is None"]
+        # NOTE: which sizes are 0 or 1 is known only at run time here; see `stride_mismatch`.
+        checked = [i for i, stride in enumerate(strides) if stride is not None]
+        if not checked:
+            return []
+        per_dim = " and ".join(
+            f"({sizes}[{i}] == 1 or {var}.stride({i}) == {strides[i]})"
+            if shape[i] is None else f"{var}.stride({i}) == {strides[i]}"
+            for i in checked if shape[i] != 1)
+        return [f"(0 in {sizes} or ({per_dim or 'True'}))"]
     static = tuple(s for s in shape if s is not None)
     if 0 in static:
         return []  # no elements: strides never address memory
@@ -196,6 +204,12 @@ def _stride_conditions(check: TensorMatch, var: str, out: Emitter) -> list[str]:
 
 @_emits(TensorMatch)
 def _tensor(check: TensorMatch, var: str, out: Emitter) -> None:
+    sizes = f"{var}.shape"
+    if any(size is None for size in check.shape):
+        # NOTE: read the shape once; if `var` is not a tensor this raises or the type
+        # check below fails, a failed guard either way.
+        sizes = out.fresh("sizes")
+        out.emit(f"{sizes} = {var}.shape")
     conditions = [
         f"type({var}) is {out.const(check.cls, 'cls')}",
         f"{var}.dtype is {out.const(check.dtype, 'dtype')}",
@@ -205,10 +219,10 @@ def _tensor(check: TensorMatch, var: str, out: Emitter) -> None:
     if all(size is not None for size in check.shape):
         conditions.append(f"{var}.shape == {out.const(tuple(check.shape), 'shape')}")
     else:
-        conditions.append(f"len({var}.shape) == {len(check.shape)}")
-        conditions += [f"{var}.shape[{i}] == {size}"
+        conditions.append(f"len({sizes}) == {len(check.shape)}")
+        conditions += [f"{sizes}[{i}] == {size}"
                        for i, size in enumerate(check.shape) if size is not None]
-    conditions += _stride_conditions(check, var, out)
+    conditions += _stride_conditions(check, var, sizes, out)
     if check.dispatch_keys is not None:
         memo = out.const(memo_for(check.dispatch_keys), "keys_memo")
         learn_keys = out.const(learn, "learn_keys")
