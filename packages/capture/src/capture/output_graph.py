@@ -78,8 +78,13 @@ class OutputGraph:
             return existing
         self.add_guard(source, GuardKind.TENSOR_MATCH, tensor)
         name = _placeholder_name(source)
-        with self.graph.inserting_before(self._first_non_placeholder()):
-            node = self.graph.placeholder(name)
+        first = self._first_non_placeholder()
+        if first is None:
+            with self.graph.inserting_after(None):
+                node = self.graph.placeholder(name)
+        else:
+            with self.graph.inserting_before(first):
+                node = self.graph.placeholder(name)
         fake = self.fake_mode.from_tensor(tensor, static_shapes=True)
         node_meta.set_example_value(node, fake)
         value = TensorValue(node, fake, source, type(tensor))
