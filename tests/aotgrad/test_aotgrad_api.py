@@ -217,3 +217,18 @@ def test_config_patch_and_options() -> None:
     assert "partitioner" in aotgrad.config.list_options()
     with pytest.raises(ValueError):
         aotgrad.config.AotgradConfig(partitioner="nope")
+
+
+def test_closure_tensors_are_inputs_with_gradients() -> None:
+    weight = torch.randn(3, requires_grad=True)
+    options = {"weight": weight}
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return (x * options["weight"]).sum()
+
+    compiled = aotgrad.aot_function(fn, run_graph_as_is)
+    x = torch.randn(3)
+    compiled(x).backward()
+    torch.testing.assert_close(weight.grad, x)
+    options["weight"] = torch.ones(3)  # read anew on every call
+    torch.testing.assert_close(compiled(x), x.sum())

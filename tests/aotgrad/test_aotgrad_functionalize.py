@@ -225,3 +225,17 @@ def test_in_place_ops_become_out_of_place() -> None:
     functional = check_functionalized(transpose_add_, torch.randn(3, 4))
     targets = {n.target for n in functional.gm.graph.nodes}
     assert aten.add.Tensor in targets and aten.add_.Tensor not in targets
+
+
+@pytest.mark.parametrize("op, functional", [
+    (aten.add_.Tensor, aten.add.Tensor),
+    (aten.pow_.Scalar, aten.pow.Tensor_Scalar),  # pow.Scalar is (Scalar self, Tensor exponent)
+    (aten.transpose_.default, aten.transpose.int),
+    (aten.copy_.default, aten.copy.default),
+    (aten.add.out, aten.add.Tensor),
+    (aten._native_batch_norm_legit.default, aten._native_batch_norm_legit_functional.default),
+])
+def test_functional_variant_lookup(op: Any, functional: Any) -> None:
+    from aotgrad.functionalize.mutations import functional_variant
+
+    assert functional_variant(op).op is functional

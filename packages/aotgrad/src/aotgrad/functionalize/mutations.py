@@ -94,12 +94,17 @@ def _same_arguments(packet_name: str, op: torch._ops.OpOverload) -> Any:
     packet = getattr(aten, packet_name, None)
     if packet is None:
         return None
-    wanted = [a.name for a in op._schema.arguments]
+    wanted = _signature(op)
     for overload_name in packet.overloads():
         candidate = getattr(packet, overload_name)
-        if [a.name for a in candidate._schema.arguments] == wanted:
+        if _signature(candidate) == wanted:
             return candidate
     return None
+
+
+def _signature(op: torch._ops.OpOverload) -> list[tuple[str, str]]:
+    """Argument names and types, alias annotations left out."""
+    return [(a.name, str(a.type)) for a in op._schema.arguments]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,7 +130,9 @@ def functional_variant(op: torch._ops.OpOverload) -> _Variant:
             if [a.name for a in candidate._schema.arguments] == wanted:
                 return _Variant(candidate, "out")
     if name.endswith("_") and not name.endswith("__"):
-        candidate = _overload(name[:-1], overload) or _same_arguments(name[:-1], op)
+        candidate = _overload(name[:-1], overload)
+        if candidate is None or _signature(candidate) != _signature(op):
+            candidate = _same_arguments(name[:-1], op)
         if candidate is not None and not candidate._schema.is_mutable:
             if is_view_op(candidate):
                 return _Variant(candidate, "inplace_view")
@@ -174,7 +181,7 @@ class _Functionalizer:
         ex_kwargs = tree_map(value, kwargs)
         if target is operator.getitem:
             return ex_args[0][ex_args[1]]
-        with self.fake_mode:
+        with self.fake_mode, torch.no_grad():
             return target(*ex_args, **ex_kwargs)
 
     def new_storage(self, orig: fx.Node, value: fx.Node, input_index: int | None = None) -> None:
