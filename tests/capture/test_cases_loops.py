@@ -103,7 +103,7 @@ def for_else(x, items):
             break
     else:
         x = x + 100
-    return x
+    return x * 2
 
 
 def for_early_return(x):
