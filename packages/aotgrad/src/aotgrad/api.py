@@ -56,6 +56,16 @@ def _with_closure(fn: Any, cells: tuple[Any, ...]) -> Any:
     return clone
 
 
+def _restore_sizes(value: Any, spec: Any) -> Any:
+    """torch.Size values: torch's pytree rebuilds them as tuples."""
+    if spec.type is torch.Size:
+        return torch.Size(value)
+    if spec.type in (tuple, list) and any(c.type is torch.Size for c in spec.children()):
+        items = [_restore_sizes(v, c) for v, c in zip(value, spec.children())]
+        return spec.type(items)
+    return value
+
+
 def _hashable(value: Any) -> Any:
     try:
         hash(value)
@@ -108,7 +118,7 @@ class AotCompiled:
             self.cache[key] = entry
         runner, out_spec = entry
         outs = runner(tensors)
-        return tree_unflatten(outs, out_spec)
+        return _restore_sizes(tree_unflatten(outs, out_spec), out_spec)
 
     def _compile(self, leaves: list[Any], in_spec: Any, training: bool) -> tuple[Runner, Any]:
         positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
