@@ -175,6 +175,10 @@ def main(argv: list[str]) -> int:
                 if name.startswith("(c)"):
                     module_rows.append((accessors, 0, compiled_ns))
                 if name.startswith("(a)"):
+                    bare = GuardBuilder().add(LocalSource("x"), tree.children[0].checks[0])
+                    bare_ns = measure(compile_guard(bare.build()).fn, (L, {}), reps, rounds)
+                    print(f"{'(a) ... the tensor check alone':<34}{accessors:>10}{bare_ns:>13.0f}"
+                          f"{bare_ns / add_ns:>8.2f}")
                     fresh_ns = measure_fresh(guard.fn, lambda: {"x": torch.randn(1)}, reps, rounds)
                     print(f"{'(a) ... a new tensor every call':<34}{accessors:>10}{fresh_ns:>13.0f}"
                           f"{fresh_ns / add_ns:>8.2f}")
