@@ -162,8 +162,10 @@ class TensorMatch(Check):
 
     @staticmethod
     def from_tensor(tensor: Any, dynamic_dims: tuple[int, ...] | frozenset[int] = (),
-                    *, dispatch_keys: bool = True) -> TensorMatch:
+                    *, dispatch_keys: bool | None = None) -> TensorMatch:
         """The match for `tensor` as it is now, leaving `dynamic_dims` unchecked.
+
+        `dispatch_keys`: record the key set (default: `GuardsConfig.tensor_dispatch_keys`).
 
         With dynamic dimensions, a stride is left unchecked too if it may depend on a
         dynamic size: when some dynamic dimension has a smaller stride (is further inside).
@@ -178,6 +180,10 @@ class TensorMatch(Check):
             None if any(strides_now[j] < st for j in dynamic if j != i) else st
             for i, st in enumerate(strides_now)
         )
+        if dispatch_keys is None:
+            from guards.config import get_config
+
+            dispatch_keys = bool(get_config().tensor_dispatch_keys)
         keys = torch._C._dispatch_keys(tensor).raw_repr() if dispatch_keys else None
         return TensorMatch(type(tensor), tensor.dtype, tensor.device,
                            bool(tensor.requires_grad), shape, strides, keys)

@@ -27,6 +27,10 @@ OPTIONS: dict[str, Option] = {
         8, "GUARDS_CACHE_SIZE_LIMIT",
         "Entries kept per code object before the cache reports 'limit reached' and the "
         "caller should run eagerly."),
+    "tensor_dispatch_keys": Option(
+        1, "GUARDS_TENSOR_DISPATCH_KEYS",
+        "1: TensorMatch.from_tensor records the dispatch key set (memoized per live tensor; "
+        "about one eager small op per new tensor object). 0: leave dispatch keys unchecked."),
 }
 
 
@@ -35,6 +39,7 @@ class GuardsConfig:
     """The guards options (see `OPTIONS` for help and env vars)."""
 
     cache_size_limit: int = OPTIONS["cache_size_limit"].default
+    tensor_dispatch_keys: int = OPTIONS["tensor_dispatch_keys"].default
 
     @staticmethod
     def from_env() -> GuardsConfig:
