@@ -20,10 +20,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-# NOTE: this file is named like the package it measures; drop its folder from sys.path so
-# that `import guards` below finds the package, not this file (run.py puts the folder first).
+# NOTE: this file is named like the package it measures. Drop its folder from sys.path so
+# that `import guards` finds the package (run.py puts the folder first), and if this file was
+# itself imported as `guards` (by any code running with the folder on sys.path), hand the
+# real package over: the import system returns whatever sys.modules["guards"] holds.
 _HERE = pathlib.Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if pathlib.Path(p or ".").resolve() != _HERE]
+if __name__ == "guards":
+    import importlib
+
+    del sys.modules["guards"]
+    sys.modules["guards"] = importlib.import_module("guards")
 
 import torch
 from guards import (

@@ -349,6 +349,19 @@ class KernelGen:
         w.line(f'extern "C" void KERNEL_NAME({", ".join(params)})')
         w.line("{")
         w.level += 1
+        if self._column_ok():
+            self._column(w)
+        else:
+            self._rows(w)
+        w.level -= 1
+        w.line("}")
+        text = "\n".join(w.lines) + "\n"
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        name = f"kernel_{digest}"
+        return CppKernel(name, text.replace("KERNEL_NAME", name), tuple(self.param_order))
+
+    def _rows(self, w: _Writer) -> None:
+        g = self.group
         pure = all(
             (n.body is not None and not n.body.is_reduction
              and not (split_node(n.body, g.outer) or _EMPTY).inner_ranges)
@@ -389,12 +402,119 @@ class KernelGen:
             self._node(w, n, parallel_reduction)
         for _ in g.outer:
             w.close()
-        w.level -= 1
-        w.line("}")
-        text = "\n".join(w.lines) + "\n"
-        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-        name = f"kernel_{digest}"
-        return CppKernel(name, text.replace("KERNEL_NAME", name), tuple(self.param_order))
+
+    # -- column reductions: reduce along a strided dim, vectorize across the outer dim ---
+    def _column_ok(self) -> bool:
+        g = self.group
+        if g.k == 0 or g.outer[-1] < 8 or not self.simd:
+            return False
+        writes = g.writes()
+        reduce_ranges = None
+        last_x = outer_symbol(g.k - 1)
+        contiguous_x = False
+        for n in g.nodes:
+            body = n.body
+            assert body is not None
+            red = next((op for op in body.ops if op.kind == "reduction"), None)
+            if red is None or str(red.args[0]) not in _SIMD_REDUCTION:
+                return False
+            sp = split_node(body, g.outer)
+            assert sp is not None
+            if reduce_ranges is None:
+                reduce_ranges = sp.inner_ranges
+            if sp.inner_ranges != reduce_ranges or not sp.inner_ranges:
+                return False
+            last_p = inner_symbol(len(sp.inner_ranges) - 1)
+            for buf, idx in body.reads():
+                if buf in writes or buf in self.locals:
+                    return False
+                e = _sub(idx, sp.subs)
+                if any(str(sym).startswith("tmp") for sym in e.free_symbols):
+                    return False
+                if e.coeff(last_p) == 1 and e.coeff(last_x) != 0:
+                    return False
+                if e.coeff(last_x) == 1:
+                    contiguous_x = True
+        return contiguous_x
+
+    def _column(self, w: _Writer) -> None:
+        g = self.group
+        k = g.k
+        n_last = g.outer[-1]
+        block = 64
+        sp0 = split_node(g.nodes[0].body, g.outer)  # type: ignore[arg-type]
+        assert sp0 is not None
+        work = math.prod(g.outer) * math.prod(sp0.inner_ranges)
+        parallel = self.threads > 1 and work >= self.parallel_threshold
+        lead = math.prod(g.outer[:-1])
+        for j, size in enumerate(g.outer[:-1]):
+            if j == 0 and parallel and lead >= 2:
+                w.line("#pragma omp parallel for" + (f" collapse({k - 1})" if k > 2 else ""))
+            sym = outer_symbol(j)
+            w.open(f"for (int64_t {sym} = 0; {sym} < {size}; ++{sym})")
+        if parallel and lead < 2:
+            w.line("#pragma omp parallel for")
+        w.open(f"for (int64_t xb = 0; xb < {n_last}; xb += {block})")
+        w.line(f"const int64_t xe = std::min<int64_t>(xb + {block}, {n_last});")
+        x = outer_symbol(k - 1)
+        reds: list[tuple[ComputedBuffer, int, LoopOp, dict[sympy.Symbol, sympy.Expr]]] = []
+        for i, n in enumerate(g.nodes):
+            body = n.body
+            assert body is not None
+            sp = split_node(body, g.outer)
+            assert sp is not None
+            pos = next(j for j, op in enumerate(body.ops) if op.kind == "reduction")
+            red = body.ops[pos]
+            vref = red.args[1]
+            assert isinstance(vref, Ref)
+            kind = str(red.args[0])
+            w.line(f"{ctype(vref.dtype)} acc{i}[{block}];")
+            w.line(f"for (int64_t j = 0; j < {block}; ++j) acc{i}[j] = {_init(kind, vref.dtype)};")
+            if kind in ("max", "min") and vref.dtype.is_floating_point:
+                w.line(f"int nan{i}[{block}] = {{0}};")
+            reds.append((n, pos, red, sp.subs))
+        for j, size in enumerate(sp0.inner_ranges):
+            sym = inner_symbol(j)
+            w.open(f"for (int64_t {sym} = 0; {sym} < {size}; ++{sym})")
+        w.line("#pragma omp simd")
+        w.open(f"for (int64_t {x} = xb; {x} < xe; ++{x})")
+        for i, (n, pos, red, subs) in enumerate(reds):
+            assert n.body is not None
+            w.open(f"// {n.name}")
+            self._ops(w, n.body.ops[:pos], 0, subs)
+            v = red.args[1]
+            kind = str(red.args[0])
+            acc = f"acc{i}[{x} - xb]"
+            if kind in ("sum", "prod"):
+                w.line(f"{acc} = {acc} {'+' if kind == 'sum' else '*'} {v};")
+            elif kind in ("any", "all"):
+                w.line(f"{acc} = {acc} {'||' if kind == 'any' else '&&'} {v};")
+            else:
+                cmp = ">" if kind == "max" else "<"
+                w.line(f"{acc} = {acc} {cmp} {v} ? {acc} : {v};")
+                assert isinstance(v, Ref)
+                if v.dtype.is_floating_point:
+                    w.line(f"nan{i}[{x} - xb] |= ({v} != {v});")
+            w.close()
+        w.close()
+        for _ in sp0.inner_ranges:
+            w.close()
+        w.open(f"for (int64_t {x} = xb; {x} < xe; ++{x})")
+        for i, (n, pos, red, subs) in enumerate(reds):
+            assert n.body is not None and red.dtype is not None
+            w.open(f"// {n.name}")
+            v = red.args[1]
+            assert isinstance(v, Ref)
+            if str(red.args[0]) in ("max", "min") and v.dtype.is_floating_point:
+                w.line(f"if (nan{i}[{x} - xb]) acc{i}[{x} - xb] = "
+                       f"std::numeric_limits<{ctype(v.dtype)}>::quiet_NaN();")
+            w.line(f"{ctype(red.dtype)} tmp{pos} = acc{i}[{x} - xb];")
+            self._ops(w, n.body.ops[pos + 1:], pos + 1, subs)
+            w.close()
+        w.close()
+        w.close()
+        for _ in g.outer[:-1]:
+            w.close()
 
 
 class _Empty:

@@ -177,12 +177,14 @@ def _possible_outer(group: FusedGroup, body: LoopBody) -> tuple[int, ...] | None
             return None
         new = refine(group.outer, body.index_ranges[:k])
     else:
+        # NOTE: pointwise with pointwise only shares loops of identical sizes; regrouping
+        # loops here would make one of the two walk memory with a stride.
         numel = _common_boundary(group.outer, body.index_ranges)
         ka = _prefix_len(group.outer, numel)
         kb = _prefix_len(body.index_ranges, numel)
-        if ka is None or kb is None:
+        if ka is None or kb is None or group.outer[:ka] != body.index_ranges[:kb]:
             return None
-        new = refine(group.outer[:ka], body.index_ranges[:kb])
+        new = tuple(group.outer[:ka])
     if new is None:
         return None
     if not new:
