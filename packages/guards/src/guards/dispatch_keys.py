@@ -40,11 +40,25 @@ def _forget(memo: dict[int, weakref.ref[Any]], key: int) -> Callable[[object], N
     return callback
 
 
+# NOTE: ids of tensors that matched once. A tensor is memoized only when seen a second time,
+# so one-shot inputs (a new batch every call) do not pay for a weakref and its callback.
+# An id reused by a newer tensor only makes that tensor memoized early, after its own check.
+_SEEN_ONCE: set[int] = set()
+_SEEN_ONCE_LIMIT = 4096
+
+
 def learn(memo: dict[int, weakref.ref[Any]], tensor: Any, expected: int) -> bool:
-    """Slow path: read the key set; remember `tensor` if it matches `expected`."""
+    """Slow path: read the key set; remember `tensor` if it matches `expected` (from the
+    second time it is seen)."""
     if raw_keys(tensor) != expected:
         return False
     key = id(tensor)
+    if key not in _SEEN_ONCE:
+        if len(_SEEN_ONCE) >= _SEEN_ONCE_LIMIT:
+            _SEEN_ONCE.clear()
+        _SEEN_ONCE.add(key)
+        return True
+    _SEEN_ONCE.discard(key)
     try:
         memo[key] = weakref.ref(tensor, _forget(memo, key))
     except TypeError:  # NOTE: not weak-referenceable: just do not memoize
