@@ -1,14 +1,16 @@
 """Memory-budget partitioner on GPT-2 training (2 layers, random weights, no downloads).
 
 For every solver (dp, greedy, ilp) and budget (1.0, 0.5, 0.2, 0.0): the saved activation
-bytes and estimated recompute time the partitioner plans on GPT-2's joint graph, then a real
-training step through `capture.optimize` with an aotgrad backend when capture compiles GPT-2,
-else `aotgrad.aot_function` over `torch.func.functional_call` (or `aot_module`, by option) with the bytes of the tensors saved for backward counted by
-saved-tensor hooks (parameters and inputs excluded), the runtime wrapper's counter, and the
-resident-memory growth across the forward. Eager PyTorch's saved bytes are the reference.
-Checks (PASS/FAIL): planned bytes fall monotonically with the budget, never exceed the
-budget's target, are at most half of budget 1.0's at 0.5; the real steps save what was
-planned and compute eager's loss and gradients.
+bytes and estimated recompute time the partitioner plans on GPT-2's joint graph (built by
+`aotgrad.joint.build_joint`), then a real training step: through `capture.optimize` with an
+aotgrad backend when capture compiles GPT-2, else `aotgrad.aot_function` over
+`torch.func.functional_call` (or `aot_module`, by option). A step's saved bytes are counted
+by saved-tensor hooks (distinct storages, parameters and inputs excluded) and by the runtime
+wrapper's counter (which includes saved parameters); eager PyTorch's saved bytes are the
+reference. Checks (PASS/FAIL): planned bytes fall monotonically with the budget, never
+exceed the budget's target, and at 0.5 are at most half of budget 1.0's; the real steps
+save what was planned and compute eager's loss and gradients. Pareto SVGs (one per solver)
+go to --svg-dir (default out/).
 
 Usage: python tools/bench/memory_budget.py [--layers N] [--embd N] [--seq N] [--batch N]
            [--attn eager|sdpa] [--estimator flops|profile|testing] [--dropout P]
@@ -51,7 +53,6 @@ class Step:
     budget: float
     hooked_bytes: int
     wrapper_bytes: int
-    rss_delta: int
     loss_ok: bool
     grads_ok: bool
     seconds: float
@@ -133,11 +134,6 @@ def plan(joint: Any, estimator: str, svg_dir: pathlib.Path | None) -> list[Plann
     return rows
 
 
-def _rss() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
 @contextlib.contextmanager
 def count_saved(exclude: Sequence[torch.Tensor]) -> Iterator[list[int]]:
     """Bytes of the distinct storages saved for backward, except those of `exclude`."""
@@ -145,7 +141,11 @@ def count_saved(exclude: Sequence[torch.Tensor]) -> Iterator[list[int]]:
     seen: dict[int, int] = {}
     total = [0]
 
+    from torch._subclasses.fake_tensor import FakeTensor
+
     def pack(t: torch.Tensor) -> torch.Tensor:
+        if isinstance(t, FakeTensor):  # NOTE: tracing at the first call; nothing is saved
+            return t
         storage = t.untyped_storage()
         ptr = storage.data_ptr()
         if ptr not in excluded and ptr not in seen:
@@ -158,18 +158,16 @@ def count_saved(exclude: Sequence[torch.Tensor]) -> Iterator[list[int]]:
 
 
 def train_step(fn: Callable[[torch.Tensor], torch.Tensor], model: torch.nn.Module,
-               ids: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor], int, int]:
-    """One step: (loss, grads, saved activation bytes, resident growth across the forward)."""
+               ids: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor], int]:
+    """One step: (loss, grads, bytes of the activations saved for backward)."""
     params = list(model.parameters())
     for p in params:
         p.grad = None
-    before = _rss()
     with count_saved([*params, ids]) as saved:
         loss = fn(ids)
-    grown = _rss() - before
     loss.backward()
     grads = [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in params]
-    return loss.detach(), grads, saved[0], grown
+    return loss.detach(), grads, saved[0]
 
 
 class _CaptureCounters:
@@ -248,7 +246,7 @@ def real_steps(model: torch.nn.Module, ids: torch.Tensor, solvers: Sequence[str]
                estimator: str, requested_path: str) -> tuple[list[Step], int, str]:
     import aotgrad
 
-    ref_loss, ref_grads, eager_bytes, _ = train_step(model, model, ids)
+    ref_loss, ref_grads, eager_bytes = train_step(model, model, ids)
     with aotgrad.config.patch(partitioner="memory_budget"):
         chosen = choose_path(model, ids, requested_path)
     rows: list[Step] = []
@@ -265,11 +263,10 @@ def real_steps(model: torch.nn.Module, ids: torch.Tensor, solvers: Sequence[str]
                 start = time.perf_counter()
                 train_step(fn, model, ids)  # compiles
                 seconds = time.perf_counter() - start
-                loss, grads, hooked, grown = train_step(fn, model, ids)
+                loss, grads, hooked = train_step(fn, model, ids)
             rows.append(Step(
                 solver=solver, budget=budget, hooked_bytes=hooked,
                 wrapper_bytes=counter.last,
-                rss_delta=grown,
                 loss_ok=bool(torch.allclose(loss, ref_loss, rtol=1e-4, atol=1e-5)),
                 grads_ok=all(torch.allclose(g, r, rtol=1e-3, atol=1e-5)
                              for g, r in zip(grads, ref_grads)),
@@ -304,6 +301,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--vocab", type=int, default=1024)
+    # NOTE: "eager" by default: with "sdpa", aotgrad's joint graph currently computes wrong
+    # gradients through aten._scaled_dot_product_flash_attention_for_cpu_backward.
     parser.add_argument("--attn", default="eager", choices=("sdpa", "eager"),
                         help="transformers attention implementation")
     # NOTE: dropout off by default: a step with dropout cannot be compared to eager's.
@@ -366,14 +365,14 @@ def _main(argv: list[str]) -> int:
         print(f"\nreal training steps through {path} (second call; eager saves "
               f"{_mib(eager_bytes).strip()} MiB of activations)")
         print(f"{'solver':7} {'budget':>6} {'hooked MiB':>10} {'x eager':>8} {'planned MiB':>11} "
-              f"{'wrapper MiB':>11} {'RSS+fw MiB':>10} {'loss':>5} {'grads':>5} {'compile s':>9}")
+              f"{'wrapper MiB':>11} {'loss':>5} {'grads':>5} {'compile s':>9}")
         by_key = {(p.solver, p.budget): p for p in planned}
         for s in steps:
             p = by_key[(s.solver, s.budget)]
             wrapper = _mib(s.wrapper_bytes)
             print(f"{s.solver:7} {s.budget:6.2f} {_mib(s.hooked_bytes):>10} "
                   f"{s.hooked_bytes / max(eager_bytes, 1):8.3f} {_mib(p.saved):>11} "
-                  f"{wrapper:>11} {_mib(s.rss_delta):>10} {'ok' if s.loss_ok else 'BAD':>5} "
+                  f"{wrapper:>11} {'ok' if s.loss_ok else 'BAD':>5} "
                   f"{'ok' if s.grads_ok else 'BAD':>5} {s.seconds:9.2f}")
         for s in steps:
             planned_bytes = by_key[(s.solver, s.budget)].saved
