@@ -10,16 +10,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-# NOTE: item keys may be any of these constant types; anything else would make the generated
-# code depend on repr() round-tripping, which it does not for arbitrary objects.
-ItemKey = int | str | bool | None | tuple[Any, ...]
+# NOTE: keys that are not literals (floats, enum members, ...) are bound as constants in the
+# generated code instead of being spelled with repr().
+ItemKey = object
 
 
 def _key_literal(key: object) -> str:
-    """The Python literal for an item key (they all round-trip through repr)."""
+    """The key as user code would spell it, for messages."""
     return repr(key)
+
+
+def _is_literal_key(key: object) -> bool:
+    """Whether repr(key) is a Python literal equal to key (else the code binds a constant)."""
+    if key is None or type(key) in (int, str, bool):
+        return True
+    return type(key) is tuple and all(_is_literal_key(item) for item in key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +152,9 @@ class ItemSource(_ChainedSource):
         return base[self.key]  # type: ignore[index]  # failures become guard failures
 
     def code(self, base: str, const: Callable[[object], str]) -> str:
-        return f"{base}[{_key_literal(self.key)}]"
+        if _is_literal_key(self.key):
+            return f"{base}[{self.key!r}]"
+        return f"{base}[{const(self.key)}]"
 
 
 @dataclass(frozen=True, slots=True)
