@@ -76,7 +76,9 @@ def fresh_fakes(fake_mode: FakeTensorMode, values: Sequence[object]) -> list[obj
                 fake = torch.empty_strided(tuple(value.shape), tuple(value.stride()),
                                            dtype=value.dtype, device=value.device)
                 if value.requires_grad:
-                    fake.requires_grad_(True)
+                    # NOTE: not a leaf, like the activations capture passes between graphs:
+                    # the program may mutate it in place, autograd then records the write.
+                    fake = fake.requires_grad_(True).clone()
                 out.append(fake)
             else:
                 out.append(value)

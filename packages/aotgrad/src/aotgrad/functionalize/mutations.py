@@ -160,6 +160,8 @@ class _Functionalizer:
         self.storages: list[Storage] = []
         self.view_targets: dict[fx.Node, Any] = {}  # in-place view op -> its view op
         self.scalars: dict[fx.Node, fx.Node] = {}  # Python-number results (`.item()`)
+        self._mutation_items: dict[fx.Node, dict[int, fx.Node]] = {}  # mutating tuple ops
+        self.keep_tail = 0
 
     # ------------------------------------------------------------ emitting
 
@@ -300,11 +302,9 @@ class _Functionalizer:
             assert isinstance(parent, fx.Node)
             parent = self.resolve(parent)
             storage = self.aliases[parent].storage
-            if isinstance(node.meta["example_value"], torch.Tensor):
-                self.aliases[node] = Alias(storage, parent)
-            else:  # split/unbind/...: its items are the views
-                self.aliases[node] = Alias(storage, parent)
-                self.multi[node] = []
+            # NOTE: for split/unbind/... (a tuple of views) the items, met as getitem nodes,
+            # are the views; they share this record's storage and parent.
+            self.aliases[node] = Alias(storage, parent)
             return
         value = self.emit(target, self.map_arg(tuple(node.args)), self.map_arg(dict(node.kwargs)),
                           node)
@@ -339,8 +339,6 @@ class _Functionalizer:
         value = self.emit(operator.getitem, (whole, index), {}, node)
         self.new_storage(node, value)
 
-    _mutation_items: dict[fx.Node, dict[int, fx.Node]]
-    keep_tail: int = 0
 
     def _mutation(self, node: fx.Node, op: torch._ops.OpOverload) -> None:
         variant = functional_variant(op)
@@ -478,7 +476,6 @@ def functionalize(gm: fx.GraphModule, fake_mode: FakeTensorMode | None = None, *
     if fake_mode is None:
         fake_mode = _find_fake_mode(gm.graph.nodes)
     pass_ = _Functionalizer(gm, fake_mode)
-    pass_._mutation_items = {}
     pass_.keep_tail = keep_tail
     return pass_.run()
 
