@@ -102,8 +102,12 @@ class Pointwise:
     device: torch.device
     fn: Loader
     op_count: int = -1  # filled lazily by lowering's realization heuristic
+    realized: BufferView | None = None  # once stored, consumers load the buffer
+    source: BufferView | None = None  # set when the value is an exact copy of a view
 
     def load(self, index: Sequence[Expr]) -> Ref:
+        if self.realized is not None:
+            return self.realized.load(index)
         return self.fn(index)
 
 

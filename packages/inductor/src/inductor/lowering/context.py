@@ -85,6 +85,8 @@ class LoweringContext:
     def realize(self, value: TensorValue, layout: Layout | None = None) -> BufferView:
         if isinstance(value, BufferView):
             return value
+        if value.realized is not None and (layout is None or layout == value.realized.layout):
+            return value.realized
         if layout is None:
             layout = Layout.contiguous(value.size, value.dtype, value.device)
         name = self.new_name()
@@ -103,7 +105,10 @@ class LoweringContext:
         self.register(buf)
         buf.body = record_pointwise(sizes, body, self.buffer_dtype)
         self.kernels.append(buf)
-        return BufferView(buf, layout)
+        view = BufferView(buf, layout)
+        if value.realized is None:
+            value.realized = view
+        return view
 
     def maybe_realize_shared(self, node: torch.fx.Node, value: Pointwise) -> TensorValue:
         """Realize a pointwise value with several users when inlining it would recompute
@@ -195,6 +200,14 @@ class LoweringContext:
         return result
 
     def lower_output(self, value: Any, example: Any) -> object:
+        if isinstance(value, Pointwise) and value.realized is None and value.source is not None:
+            src = value.source
+            want = self.node_layout(example, value.size, value.dtype, value.device)
+            if (isinstance(src.buffer, ComputedBuffer) and src.layout.stride == want.stride
+                    and src.dtype == value.dtype):
+                # NOTE: an exact copy of an intermediate only the graph sees: return the
+                # intermediate itself instead of copying it.
+                return src
         if isinstance(value, Pointwise):
             return self.realize(value, self.node_layout(example, value.size, value.dtype,
                                                         value.device))

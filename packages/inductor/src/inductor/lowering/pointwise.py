@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from inductor.codegen.ops import Ref, ops
-from inductor.ir.nodes import Pointwise, TensorValue
+from inductor.ir.nodes import BufferView, Pointwise, TensorValue
 from inductor.lowering.common import is_tensor, make_pointwise, out_meta, promote
 from inductor.lowering.context import LoweringContext
 from inductor.lowering.registry import lowering
@@ -285,9 +285,18 @@ def _silu(ctx: LoweringContext, x: Any) -> Pointwise:
 # -- copies and conversions ----------------------------------------------------------------
 
 
+def _identity(ctx: LoweringContext, x: Any) -> Pointwise:
+    result = make_pointwise(ctx, lambda v: v, x, compute=x.dtype)
+    if isinstance(x, BufferView) and x.dtype == result.dtype and x.size == result.size:
+        result.source = x
+    elif isinstance(x, Pointwise) and x.dtype == result.dtype and x.size == result.size:
+        result.source = x.realized or x.source
+    return result
+
+
 @lowering(aten.clone.default, aten.lift_fresh_copy.default, aten.contiguous.default)
 def _clone(ctx: LoweringContext, x: Any, **kwargs: Any) -> Pointwise:
-    return make_pointwise(ctx, lambda v: v, x)
+    return _identity(ctx, x)
 
 
 @lowering(aten._to_copy.default)
@@ -295,18 +304,18 @@ def _to_copy(ctx: LoweringContext, x: Any, **kwargs: Any) -> Any:
     meta = out_meta(ctx)
     if meta.device != x.device:
         return NotImplemented
-    return make_pointwise(ctx, lambda v: v, x, compute=x.dtype)
+    return _identity(ctx, x)
 
 
 @lowering(aten.to.dtype)
 def _to_dtype(ctx: LoweringContext, x: Any, dtype: Any = None, *args: Any,
               **kwargs: Any) -> Pointwise:
-    return make_pointwise(ctx, lambda v: v, x, compute=x.dtype)
+    return _identity(ctx, x)
 
 
 @lowering(prims.convert_element_type.default)
 def _convert(ctx: LoweringContext, x: Any, dtype: torch.dtype) -> Pointwise:
-    return make_pointwise(ctx, lambda v: v, x, compute=x.dtype)
+    return _identity(ctx, x)
 
 
 @lowering(aten.copy.default)
