@@ -8,6 +8,7 @@ failing guard must come with a reason.
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 import types
@@ -16,18 +17,22 @@ from typing import Any
 import torch
 from guards import (
     AttrSource,
+    BufferSource,
     DictKeysMatch,
     EqualsMatch,
+    GlobalSource,
     GlobalStateMatch,
     GuardBuilder,
     ItemSource,
     LengthMatch,
     LocalSource,
     NotNone,
+    ParamSource,
     Relation,
     SizeSource,
     Source,
     StrideSource,
+    SubmoduleSource,
     Sym,
     TensorMatch,
     TypeMatch,
@@ -282,3 +287,65 @@ def test_compiled_and_interpreted_agree(rng: random.Random) -> None:
         if not passed:
             reason = explain(tree, inputs, {})
             assert isinstance(reason, str) and reason
+
+
+class _Block(torch.nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(width, width) for _ in range(2))
+        self.norm = torch.nn.BatchNorm1d(width)
+
+
+def _module_sources(root: Source, module: torch.nn.Module) -> list[tuple[Source, object]]:
+    out: list[tuple[Source, object]] = [(root, module)]
+    for name, param in module._parameters.items():
+        out.append((ParamSource(root, name), param))
+    for name, buf in module._buffers.items():
+        out.append((BufferSource(root, name), buf))
+    for name, child in module._modules.items():
+        if child is not None:
+            out += _module_sources(SubmoduleSource(root, name), child)
+    return out
+
+
+def _mutate_module(rng: random.Random, model: _Block) -> _Block:
+    model = copy.deepcopy(model)
+    kind = rng.randrange(6)
+    layer = model.layers[rng.randrange(len(model.layers))]
+    if kind == 0:
+        layer.weight.requires_grad_(False)
+    elif kind == 1:
+        layer.weight = torch.nn.Parameter(torch.randn(3, 3))
+    elif kind == 2:
+        del model.layers[0]
+    elif kind == 3:
+        model.norm.running_mean = model.norm.running_mean.double()
+    elif kind == 4:
+        model.eval()
+    elif kind == 5:
+        layer.bias = None
+    return model
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_module_and_global_sources_agree(rng: random.Random) -> None:
+    model = _Block(rng.choice([2, 4]))
+    in_globals = rng.random() < 0.5
+    root: Source = GlobalSource("model") if in_globals else LocalSource("self")
+    b = GuardBuilder()
+    for source, value in _module_sources(root, model):
+        if rng.random() < 0.7:
+            b.add(source, _check_for(rng, value))
+    b.add(AttrSource(root, "training"), EqualsMatch(True))
+    tree = b.build()
+    guard = compile_guard(tree)
+
+    def frames(m: _Block) -> tuple[dict[str, object], dict[str, object]]:
+        return ({}, {"model": m}) if in_globals else ({"self": m}, {})
+
+    L, G = frames(model)
+    assert guard.fn(L, G) == (interpret(tree, L, G) is None), guard.source
+    for _ in range(6):
+        L, G = frames(_mutate_module(rng, model))
+        assert guard.fn(L, G) == (interpret(tree, L, G) is None), guard.source
