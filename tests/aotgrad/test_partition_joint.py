@@ -144,3 +144,52 @@ def test_training_step_through_aot_module(name: str, budget: float) -> None:
     for p, want in zip(module.parameters(), expected):
         assert p.grad is not None
         torch.testing.assert_close(p.grad, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("module_name", sorted(MODULES))
+def test_min_cut_on_build_joint_recomputes_only_cheap_ops(module_name: str) -> None:
+    from aotgrad.partition.analysis import analyze, is_cheap
+    from aotgrad.partition.mincut import partition_min_cut
+
+    torch.manual_seed(0)
+    factory, shape = MODULES[module_name]
+    fn, params = _functional(factory())
+    joint = build_joint(fn, [*params, torch.randn(*shape, requires_grad=True)])
+    result = partition_min_cut(analyze(joint.gm, joint.num_fwd_outputs))
+    assert result.recomputed, "expected min_cut to recompute some pointwise op"
+    for node in result.recomputed:
+        assert is_cheap(node), f"min_cut recomputes {node.name} ({node.target})"
+
+
+@pytest.mark.parametrize("name", ["default", "min_cut", "memory_budget"])
+def test_constants_of_a_symbolic_traced_module_are_not_saved(name: str) -> None:
+    """symbolic_trace keeps parameters as attributes: the joint reads them with get_attr."""
+    torch.manual_seed(0)
+    module = Mlp()
+    gm = fx.symbolic_trace(module)
+    x = torch.randn(5, 12, requires_grad=True)
+    joint = build_joint(gm, [x])
+    fw, bw = get_partitioner(name)(joint.gm, num_fwd_outputs=joint.num_fwd_outputs,
+                                   config=PartitionConfig(activation_memory_budget=0.0))
+    out = list(fw(x.detach()))
+    n = joint.num_fwd_outputs
+    tangent = torch.randn_like(out[0])
+    (grad,) = bw(*out[n:], tangent)
+    (expected,) = torch.autograd.grad(module(x), [x], tangent)
+    torch.testing.assert_close(grad, expected)
+
+
+def test_symbolic_sizes_are_priced_by_their_hint() -> None:
+    from aotgrad.partition.analysis import bytes_of
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import (
+        DimDynamic,
+        ShapeEnv,
+        StatelessSymbolicContext,
+    )
+
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    context = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.STATIC])
+    fake = mode.from_tensor(torch.randn(5, 3), symbolic_context=context)
+    assert isinstance(fake.shape[0], torch.SymInt)
+    assert bytes_of(fake) == 5 * 3 * 4

@@ -82,10 +82,15 @@ def is_pointwise(node: fx.Node) -> bool:
     return torch.Tag.pointwise in _op_tags(node)
 
 
+_SCALARS = (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
 def is_cheap(node: fx.Node) -> bool:
-    """Pointwise, view or copy-like: `min_cut` may recompute it in the backward."""
+    """Pointwise, view, copy-like or scalar (size) arithmetic: `min_cut` may recompute it."""
     if node.op != "call_function" or is_random(node):
         return False
+    if isinstance(example_value(node), _SCALARS):
+        return True  # NOTE: sym_size and friends: shape arithmetic is free to redo
     return is_view(node) or is_pointwise(node) or node.target in _CHEAP_OPS
 
 
@@ -106,12 +111,21 @@ def value_bytes(node: fx.Node) -> int:
     return bytes_of(example_value(node))
 
 
+def _concrete(n: int | torch.SymInt) -> int:
+    """A size as an int; a symbolic size counts as its hint (the example's value)."""
+    if isinstance(n, torch.SymInt):
+        sym = n.node
+        # NOTE: 4096 prices an unbacked size (no hint) as a moderately large tensor.
+        return int(sym.hint) if sym.has_hint() else 4096
+    return int(n)
+
+
 def bytes_of(value: object) -> int:
     if isinstance(value, torch.Tensor):
-        return int(value.numel()) * value.element_size()
+        return _concrete(value.numel()) * value.element_size()
     if isinstance(value, (tuple, list)):
         return sum(bytes_of(v) for v in value)
-    if isinstance(value, (int, float, bool, torch.SymInt, torch.SymFloat)):
+    if isinstance(value, _SCALARS):
         return 8
     return 0
 
