@@ -25,7 +25,7 @@ import torch
 from guards.sources import LocalSource
 
 from capture import backends, logs
-from capture.bytecode import codegen
+from capture.bytecode import codegen, versions
 from capture.bytecode.instructions import format_code
 from capture.config import config
 from capture.graph_break import BackendCompilerFailed, Unsupported
@@ -320,11 +320,29 @@ def _replay_side_effects(cg: codegen.CodeBuilder, output: OutputGraph) -> None:
             value.source = source
         cg.call_function(2)
         cg.instrs.append(codegen.Instr("POP_TOP"))
+    from capture.interp.handlers_load_store import DELETED
+
     for owner, attrs in effects.attr_writes.values():
         for name, attr_value in attrs.items():
+            if attr_value is DELETED:
+                cg.reconstruct(owner)
+                cg.instrs.append(codegen.Instr("DELETE_ATTR", name))
+                continue
             cg.reconstruct(attr_value)
             cg.reconstruct(owner)
             cg.instrs.append(codegen.Instr("STORE_ATTR", name))
+    for cell, contents in effects.cell_writes.values():
+        cg.reconstruct(contents)
+        source = cell.source
+        if isinstance(source, LocalSource):
+            cg.instrs.append(codegen.Instr("STORE_DEREF", codegen.FreeVar(source.local)))
+        else:
+            assert isinstance(source, guards.ClosureSource)
+            cg.load_source(source.source)
+            cg.emit(versions.load_attr("__closure__"))
+            cg.load_const(source.index)
+            cg.instrs.append(codegen.Instr("BINARY_SUBSCR"))
+            cg.instrs.append(codegen.Instr("STORE_ATTR", "cell_contents"))
     for f_globals, name, gvalue in effects.global_writes.values():
         cg.reconstruct(gvalue)
         if f_globals is output.root_globals:

@@ -22,6 +22,8 @@ class SideEffects:
         self.attr_writes: dict[int, tuple[Value, dict[str, Value]]] = {}
         # Global writes: (id(globals dict), name) -> (globals dict, name, value).
         self.global_writes: dict[tuple[int, str], tuple[dict[str, object], str, Value]] = {}
+        # Writes to existing closure cells: id(cell value) -> (cell value, new contents).
+        self.cell_writes: dict[int, tuple[Value, Value]] = {}
 
     def mutate_container(self, container: Value) -> None:
         """Note that `container` (list, dict, set) changed."""
@@ -48,5 +50,9 @@ class SideEffects:
         entry = self.global_writes.get((id(f_globals), name))
         return None if entry is None else entry[2]
 
+    def store_cell(self, cell: Value, value: Value) -> None:
+        """Record a write to a closure cell that exists outside the trace."""
+        self.cell_writes[id(cell)] = (cell, value)
+
     def is_empty(self) -> bool:
-        return not (self.containers or self.attr_writes or self.global_writes)
+        return not (self.containers or self.attr_writes or self.global_writes or self.cell_writes)

@@ -41,6 +41,15 @@ class AttrMissing(Exception):
 
 def get_attr(tx: Translator, value: Value, name: str) -> Value:
     """`value.name`; raises AttrMissing if the attribute does not exist."""
+    result = _get_attr(tx, value, name)
+    from capture.interp.handlers_load_store import DELETED
+
+    if result is DELETED:
+        raise AttrMissing(name)
+    return result
+
+
+def _get_attr(tx: Translator, value: Value, name: str) -> Value:
     output = tx.output
     if isinstance(value, TensorValue):
         attr = torch_ops.tensor_attribute(tx, value, name)
@@ -82,6 +91,10 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
         fields = getattr(value.cls, "_fields", None) or getattr(value.cls, "__match_args__", None)
         if fields and name in fields:
             return value.items[list(fields).index(name)]
+        if value.cls is not tuple:
+            found = _class_attr(tx, value, value.cls, name)
+            if found is not None:
+                return found
         return _builtin_method(value, value.cls, name)
     if isinstance(value, (ListValue, DictValue, SetValue)):
         cls = value.python_type()

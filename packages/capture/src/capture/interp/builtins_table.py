@@ -71,9 +71,18 @@ def _const(value: Value, what: str) -> Any:
     return obj
 
 
+def _hashable(value: Value, what: str) -> Any:
+    ok, obj = operators.python_constant(value)
+    if not ok:
+        ok, obj = operators.real_object(value)
+    if not ok:
+        raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"{what} of {value.describe()}")
+    return obj
+
+
 # -- constant folding -----------------------------------------------------------------
 _PURE_MODULES = ("math", "operator", "_operator", "builtins", "string", "re", "itertools", "enum")
-_PURE_TYPES = (str, int, float, bool, tuple, bytes, complex, frozenset, type(None), range, slice, torch.Size, torch.dtype, torch.device)
+_PURE_TYPES = (str, int, float, bool, tuple, bytes, complex, frozenset, type(None), range, slice, torch.Size, torch.dtype, torch.device, operator.itemgetter, operator.attrgetter)
 
 
 def try_fold(fn: object, args: list[Value], kwargs: dict[str, Value]) -> Value | None:
@@ -351,7 +360,8 @@ def _filter(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Valu
 
     out = []
     for item in _items(tx, args[1]):
-        keep = item if _const(args[0], "filter") is None else call_value(tx, args[0], [item], {})
+        is_none = isinstance(args[0], ConstantValue) and args[0].value is None
+        keep = item if is_none else call_value(tx, args[0], [item], {})
         if operators.truth(tx, keep):
             out.append(item)
     return IteratorValue(out)
@@ -371,7 +381,7 @@ def _tuple(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value
 def _set(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     out: dict[object, Value] = {}
     for item in _items(tx, args[0]) if args else []:
-        out[_const(item, "set item")] = item
+        out[_hashable(item, "set item")] = item
     return SetValue(out)
 
 
@@ -866,7 +876,7 @@ def _dict_contains(tx: Translator, args: list[Value], kwargs: dict[str, Value]) 
 def _set_add(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     s = args[0]
     assert isinstance(s, SetValue)
-    s.items[_const(args[1], "set item")] = args[1]
+    s.items[_hashable(args[1], "set item")] = args[1]
     _mut(tx, s)
     return NONE
 
@@ -876,7 +886,7 @@ def _set_update(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
     s = args[0]
     assert isinstance(s, SetValue)
     for item in _items(tx, args[1]):
-        s.items[_const(item, "set item")] = item
+        s.items[_hashable(item, "set item")] = item
     _mut(tx, s)
     return NONE
 
@@ -885,7 +895,7 @@ def _set_update(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
 def _set_discard(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     s = args[0]
     assert isinstance(s, SetValue)
-    s.items.pop(_const(args[1], "set item"), None)
+    s.items.pop(_hashable(args[1], "set item"), None)
     _mut(tx, s)
     return NONE
 
@@ -941,3 +951,54 @@ def builtin_names() -> set[str]:
 
 def unused(*_: Any) -> Any:
     return (math, ContextValue)
+
+
+@special(list.sort)
+def _list_sort(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    lst = args[0]
+    assert isinstance(lst, ListValue)
+    result = _sorted(tx, [ListValue(list(lst.items))], kwargs)
+    assert isinstance(result, ListValue)
+    lst.items[:] = result.items
+    _mut(tx, lst)
+    return NONE
+
+
+def run_in_context(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """`ctx(fn)(*args)`: a function decorated with a context manager."""
+    from capture.interp.calls import call_value
+
+    ctx, fn, *rest = args
+    assert isinstance(ctx, ContextValue)
+    fresh = ContextValue(ctx.kind, ctx.args)
+    _ctx_enter(tx, fresh)
+    result = call_value(tx, fn, list(rest), kwargs)
+    context_exit(tx, [fresh], {})
+    return result
+
+
+_TABLE[id(run_in_context)] = (run_in_context, run_in_context)
+
+
+def _itemgetter(tx: Translator, getter: Any, args: list[Value]) -> Value:
+    keys = getter.__reduce__()[1]
+    items = [operators.get_item(tx, args[0], ConstantValue(k)) for k in keys]
+    return items[0] if len(items) == 1 else TupleValue(items)
+
+
+def call_callable_object(tx: Translator, obj: Any, args: list[Value], kwargs: dict[str, Value]) -> Value | None:
+    """Calls of callable objects with a known meaning (itemgetter, attrgetter)."""
+    if isinstance(obj, operator.itemgetter):
+        return _itemgetter(tx, obj, args)
+    if isinstance(obj, operator.attrgetter):
+        from capture.interp.attributes import get_attr
+
+        names = obj.__reduce__()[1]
+        values = []
+        for name in names:
+            value = args[0]
+            for part in str(name).split("."):
+                value = get_attr(tx, value, part)
+            values.append(value)
+        return values[0] if len(values) == 1 else TupleValue(values)
+    return None

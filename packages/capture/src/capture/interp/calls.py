@@ -11,7 +11,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 import torch
-from guards.sources import AttrSource, ClosureSource, DefaultSource
+from guards.sources import AttrSource, ClosureSource, DefaultSource, ItemSource
 
 from capture import policy, torch_ops
 from capture.graph_break import GraphBreakKind, unsupported
@@ -48,6 +48,12 @@ def call_value(tx: Translator, fn: Value, args: list[Value], kwargs: dict[str, V
         return call_value(tx, fn.func, [*fn.args, *args], {**fn.kwargs, **kwargs})
     if isinstance(fn, ModuleValue):
         return call_module(tx, fn, args, kwargs)
+    if isinstance(fn, ContextValue):
+        from capture.interp import builtins_table
+
+        if len(args) == 1 and not kwargs:
+            return PartialValue(ConstantValue(builtins_table.run_in_context), [fn, args[0]], {})
+        return fn
     if isinstance(fn, ObjectValue):
         call = inspect.getattr_static(fn.cls, "__call__", None)
         if inspect.isfunction(call):
@@ -70,6 +76,9 @@ def call_python(
         return special(tx, args, kwargs)
     if isinstance(obj, type):
         return construct(tx, obj, args, kwargs)
+    handled = builtins_table.call_callable_object(tx, obj, args, kwargs)
+    if handled is not None:
+        return handled
     if isinstance(obj, types.MethodType):
         self_value = wrap(tx.output, obj.__self__, None)
         return call_python(tx, obj.__func__, [self_value, *args], kwargs)
@@ -247,8 +256,14 @@ def call_module(
             GuardKind.LEN,
             len(module._forward_pre_hooks),
         )
-    for hook in list(module._forward_pre_hooks.values()):
-        result = call_value(tx, wrap(tx.output, hook, None), [mv, TupleValue(list(args))], {})
+    def hook_value(table: str, key: int, hook: object) -> Value:
+        src = ItemSource(AttrSource(mv.source, table), key) if mv.source is not None else None
+        return wrap(tx.output, hook, src)
+
+    for key, hook in list(module._forward_pre_hooks.items()):
+        result = call_value(
+            tx, hook_value("_forward_pre_hooks", key, hook), [mv, TupleValue(list(args))], {}
+        )
         if not (isinstance(result, ConstantValue) and result.value is None):
             args = result.unpack() if isinstance(result, TupleValue) else [result]
     forward = get_attr(tx, mv, "forward")
@@ -262,9 +277,9 @@ def call_module(
             out = call_value(tx, forward, args, kwargs)
     else:
         out = call_value(tx, forward, args, kwargs)
-    for hook in list(module._forward_hooks.values()):
+    for key, hook in list(module._forward_hooks.items()):
         result = call_value(
-            tx, wrap(tx.output, hook, None), [mv, TupleValue(list(args)), out], {}
+            tx, hook_value("_forward_hooks", key, hook), [mv, TupleValue(list(args)), out], {}
         )
         if not (isinstance(result, ConstantValue) and result.value is None):
             out = result
@@ -297,6 +312,8 @@ def construct(tx: Translator, cls: type, args: list[Value], kwargs: dict[str, Va
     folded = builtins_table.try_fold(cls, args, kwargs)
     if folded is not None:
         return folded
+    if cls is torch.Tensor:
+        return torch_ops.call_torch(tx, cls, args, kwargs)
     if cls.__module__ == "builtins" or cls.__module__.startswith("torch"):
         raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, f"constructing {cls.__qualname__}")
     new = inspect.getattr_static(cls, "__new__", None)

@@ -71,6 +71,8 @@ def build_set(tx: Translator, ins: Instruction) -> None:
 def _key(value: Value) -> object:
     ok, key = operators.python_constant(value)
     if not ok:
+        ok, key = operators.real_object(value)
+    if not ok:
         raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"dict key {value.describe()}")
     return key
 

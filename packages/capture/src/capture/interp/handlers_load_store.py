@@ -154,9 +154,7 @@ def store_deref(tx: Translator, ins: Instruction) -> None:
         tx.cells[name] = CellValue(value)
         return
     if cell.source is not None:
-        raise unsupported(
-            GraphBreakKind.UNSUPPORTED_OBJECT, f"assigning to the nonlocal {name!r} of a closure"
-        )
+        tx.output.side_effects.store_cell(cell, value)
     cell.contents = value
 
 
@@ -231,7 +229,21 @@ def store_attr_handler(tx: Translator, ins: Instruction) -> None:
 
 @handler("DELETE_ATTR")
 def delete_attr(tx: Translator, ins: Instruction) -> None:
-    raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"del of attribute {ins.argval!r}")
+    from capture.values import ModuleValue, ObjectValue
+
+    owner = tx.pop()
+    name = str(ins.argval)
+    if isinstance(owner, ObjectValue) and owner.obj is None:
+        if owner.attrs.pop(name, None) is None:
+            raise unsupported(GraphBreakKind.EXCEPTION, f"AttributeError: {name!r}")
+        return
+    if isinstance(owner, (ObjectValue, ModuleValue)) and owner.source is not None:
+        tx.output.side_effects.store_attr(owner, name, DELETED)
+        return
+    raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"del of attribute {name!r}")
+
+
+DELETED = ConstantValue(object())
 
 
 @handler("IMPORT_NAME")

@@ -113,6 +113,13 @@ def apply_operator(tx: Translator, op: Callable[..., Any], args: list[Value]) ->
             op = INPLACE_TO_BINARY[op]
         return torch_ops.call_torch(tx, op, args, {})
     consts = [python_constant(a) for a in args]
+    if all(ok for ok, _ in consts) and any(isinstance(a, SetValue) for a in args) and (
+        op not in INPLACE_TO_BINARY
+    ):
+        result = op(*[obj for _, obj in consts])
+        if isinstance(result, set):
+            return SetValue({k: ConstantValue(k) for k in result})
+        return ConstantValue(result)
     if all(ok for ok, _ in consts) and all(
         not isinstance(a, (ListValue, DictValue, SetValue)) for a in args
     ):
@@ -279,6 +286,13 @@ def contains(tx: Translator, item: Value, container: Value) -> bool:
         return contains(tx, item, container.dict_items)
     if isinstance(container, ModuleValue) and isinstance(item, ConstantValue):
         return item.value in container.module  # type: ignore[operator]  # ModuleDict
+    if isinstance(container, ConstantValue) and not isinstance(container.value, (list, tuple)):
+        ok, needle = python_constant(item)
+        if ok:
+            try:
+                return needle in container.value  # type: ignore[operator]  # any container
+            except TypeError as e:
+                raise unsupported(GraphBreakKind.EXCEPTION, f"`in` raised {e}") from None
     if isinstance(container, (ListValue, TupleValue, ConstantValue)):
         ok, needle = python_constant(item)
         for candidate in container.unpack():

@@ -80,12 +80,12 @@ class TupleValue(Value):
                 cg.reconstruct(item)
             cg.build_tuple(len(self.items))
         elif hasattr(self.cls, "_fields"):
-            cg.load_object(self.cls)
+            cg.load_callable(self.cls)
             for item in self.items:
                 cg.reconstruct(item)
             cg.call_function(len(self.items))
         else:
-            cg.load_object(self.cls)
+            cg.load_callable(self.cls)
             for item in self.items:
                 cg.reconstruct(item)
             cg.build_tuple(len(self.items))
@@ -126,7 +126,7 @@ class DictValue(Value):
             cg.load_source(self.source)
             return
         if self.cls is not dict:
-            cg.load_object(self.cls)
+            cg.load_callable(self.cls)
         for key, value in self.items.values():
             cg.reconstruct(key)
             cg.reconstruct(value)

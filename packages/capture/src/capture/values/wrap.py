@@ -63,6 +63,10 @@ def wrap(output: OutputGraph, obj: object, source: Source | None) -> Value:
         value: Value = output.add_input(obj, source)
         output.wrapped[id(obj)] = value
         return value
+    if type(obj) in (torch.no_grad, torch.enable_grad):
+        from capture.values.objects import ContextValue
+
+        return ContextValue("grad", (type(obj) is torch.enable_grad,))
     if isinstance(obj, torch.nn.Module):
         if source is not None:
             output.add_guard(source, GuardKind.ID_MATCH, obj)
