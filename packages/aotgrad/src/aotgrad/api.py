@@ -26,8 +26,11 @@ __all__ = ["AotCompiled", "LiftedModule", "aot_function", "aot_module"]
 Runner = InferenceRunner | TrainingRunner
 
 
+_FLAT_LEAF_TYPES = (int, float, bool)
+
+
 def _tensor_key(t: torch.Tensor, training: bool) -> tuple[Any, ...]:
-    return (t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.storage_offset(),
+    return (t.dtype, t.device, t.shape, t.stride(), t.storage_offset(),
             training and t.requires_grad, type(t))
 
 
@@ -92,11 +95,11 @@ class AotCompiled:
         self.partition_fn = partition_fn
         self.decompositions = decompositions
         self.saved_bytes = SavedBytesCounter()
-        self.cache: dict[tuple[Any, ...], tuple[Runner, Any]] = {}
+        self.cache: dict[tuple[Any, ...], tuple[Runner, Any, bool]] = {}
         self.num_lifted = num_lifted
 
-    def _key(self, leaves: Sequence[Any], training: bool) -> tuple[Any, ...]:
-        parts: list[Any] = [training]
+    def _key(self, leaves: Sequence[Any], training: bool, structure: Any) -> tuple[Any, ...]:
+        parts: list[Any] = [training, structure]
         state_key = getattr(self.fn, "state_key", None)
         if state_key is not None:
             parts.append(state_key())
@@ -108,19 +111,37 @@ class AotCompiled:
         return tuple(parts)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        leaves, in_spec = tree_flatten((args, kwargs, _closure_values(self.fn)))
+        closure = _closure_values(self.fn)
+        if not kwargs and not closure and all(type(a) in _FLAT_LEAF_TYPES or
+                                              isinstance(a, torch.Tensor) for a in args):
+            # NOTE: fast path (the backend's calls): flat positional tensors and numbers.
+            leaves: list[Any] = list(args)
+            structure: Any = len(args)
+        else:
+            leaves, in_spec = tree_flatten((args, kwargs, closure))
+            structure = repr(in_spec)
         tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
         training = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
-        key = self._key(leaves, training)
+        key = self._key(leaves, training, structure)
         entry = self.cache.get(key)
         if entry is None:
+            leaves, in_spec = tree_flatten((args, kwargs, closure))
             entry = self._compile(leaves, in_spec, training)
             self.cache[key] = entry
-        runner, out_spec = entry
+        runner, out_spec, flat_output = entry
         outs = runner(tensors)
+        if flat_output:
+            return tuple(outs)
         return _restore_sizes(tree_unflatten(outs, out_spec), out_spec)
 
-    def _compile(self, leaves: list[Any], in_spec: Any, training: bool) -> tuple[Runner, Any]:
+    def _compile(self, leaves: list[Any], in_spec: Any, training: bool,
+                 ) -> tuple[Runner, Any, bool]:
+        runner, out_spec = self._compile_runner(leaves, in_spec, training)
+        flat_output = out_spec.type is tuple and all(c.is_leaf() for c in out_spec.children())
+        return runner, out_spec, flat_output
+
+    def _compile_runner(self, leaves: list[Any], in_spec: Any, training: bool,
+                        ) -> tuple[Runner, Any]:
         positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
         constants = list(leaves)
         fn = self.fn
