@@ -1002,3 +1002,68 @@ def call_callable_object(tx: Translator, obj: Any, args: list[Value], kwargs: di
             values.append(value)
         return values[0] if len(values) == 1 else TupleValue(values)
     return None
+
+
+@special(tuple.__new__)
+def _tuple_new(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    cls = _const(args[0], "tuple class")
+    items = _items(tx, args[1]) if len(args) > 1 else []
+    return TupleValue(items, None, cls)
+
+
+def _module_members(kind: str) -> SpecialHandler:
+    """nn.Module.parameters() and friends, with guarded sources per member."""
+
+    def handle(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        from guards.sources import BufferSource, ParamSource, SubmoduleSource
+
+        from capture.values.wrap import wrap
+
+        mv = args[0]
+        if not isinstance(mv, ModuleValue):
+            raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"{kind} of {mv.describe()}")
+        values = [_const(a, kind) for a in args[1:]]
+        options = {k: _const(v, kind) for k, v in kwargs.items()}
+        real = getattr(mv.module, kind)(*values, **options)
+        named = kind.startswith("named_")
+        out: list[Value] = []
+        for item in real:
+            name, obj = item if named else (None, item)
+            if name is None:
+                name = _find_name(mv.module, obj, kind)
+            source = mv.source
+            parts = name.split(".") if name else []
+            if source is not None:
+                is_module = kind in ("children", "named_children", "modules", "named_modules")
+                for part in parts[:-1] if not is_module else parts:
+                    source = SubmoduleSource(source, part)
+                if not is_module and parts:
+                    if "parameters" in kind:
+                        source = ParamSource(source, parts[-1])
+                    else:
+                        source = BufferSource(source, parts[-1])
+            value = wrap(tx.output, obj, source)
+            if isinstance(value, ModuleValue) and value.path == "<module>":
+                value.path = f"{mv.path}.{name}" if name else mv.path
+            out.append(TupleValue([ConstantValue(name), value]) if named else value)
+        return IteratorValue(out)
+
+    return handle
+
+
+def _find_name(module: torch.nn.Module, obj: object, kind: str) -> str:
+    table = {
+        "parameters": module.named_parameters,
+        "buffers": module.named_buffers,
+        "children": module.named_children,
+        "modules": module.named_modules,
+    }[kind]
+    for name, member in table():
+        if member is obj:
+            return name
+    return ""
+
+
+for _kind in ("parameters", "named_parameters", "buffers", "named_buffers", "children",
+              "named_children", "modules", "named_modules"):
+    special(getattr(torch.nn.Module, _kind))(_module_members(_kind))

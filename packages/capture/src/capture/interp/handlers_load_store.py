@@ -238,7 +238,12 @@ def delete_attr(tx: Translator, ins: Instruction) -> None:
             raise unsupported(GraphBreakKind.EXCEPTION, f"AttributeError: {name!r}")
         return
     if isinstance(owner, (ObjectValue, ModuleValue)) and owner.source is not None:
-        tx.output.side_effects.store_attr(owner, name, DELETED)
+        effects = tx.output.side_effects
+        real = owner.obj if isinstance(owner, ObjectValue) else owner.module
+        if effects.pending_attr(owner, name) is not None and not hasattr(real, name):
+            effects.attr_writes[id(owner)][1].pop(name)
+            return
+        effects.store_attr(owner, name, DELETED)
         return
     raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"del of attribute {name!r}")
 

@@ -370,15 +370,18 @@ def _module_item(tx: Translator, mv: ModuleValue, key: Value) -> Value:
     if isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential)):
         names = list(module._modules)
         if isinstance(index, slice):
-            raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, "slicing a ModuleList")
+            return ListValue(
+                [_module_item(tx, mv, ConstantValue(i)) for i in range(len(names))[index]]
+            )
         name = names[index]
     elif isinstance(module, torch.nn.ModuleDict):
         name = index
-    elif isinstance(module, torch.nn.ParameterList):
-        name = str(index if index >= 0 else len(module) + index)
+    elif isinstance(module, (torch.nn.ParameterList, torch.nn.ParameterDict)):
+        if isinstance(module, torch.nn.ParameterList):
+            index = str(index if index >= 0 else len(module) + index)
         from capture.interp.attributes import get_attr
 
-        return get_attr(tx, mv, name)
+        return get_attr(tx, mv, str(index))
     else:
         raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"indexing {mv.describe()}")
     sub = module._modules[name]
