@@ -383,25 +383,63 @@ class KernelGen:
             if prod < 2:
                 par_loops = 0
         parallel_reduction = (parallel and k == 0 and len(g.nodes) == 1)
-        for j, size in enumerate(g.outer):
-            last = j == k - 1
-            if j == 0 and par_loops:
-                pragma = "#pragma omp parallel for"
-                if par_loops > 1:
-                    pragma += f" collapse({par_loops})"
-                if pure and last and self.simd:
-                    pragma += " simd"
-                w.line(pragma)
-            elif pure and last and self.simd and j >= par_loops:
-                w.line("#pragma omp simd")
-            sym = outer_symbol(j)
-            w.open(f"for (int64_t {sym} = 0; {sym} < {size}; ++{sym})")
+        tile = self._transpose_tile(pure)
+        if tile:
+            self._tiled_loops(w, parallel)
+        else:
+            for j, size in enumerate(g.outer):
+                last = j == k - 1
+                if j == 0 and par_loops:
+                    pragma = "#pragma omp parallel for"
+                    if par_loops > 1:
+                        pragma += f" collapse({par_loops})"
+                    if pure and last and self.simd:
+                        pragma += " simd"
+                    w.line(pragma)
+                elif pure and last and self.simd and j >= par_loops:
+                    w.line("#pragma omp simd")
+                sym = outer_symbol(j)
+                w.open(f"for (int64_t {sym} = 0; {sym} < {size}; ++{sym})")
         for name, loc in self.locals.items():
             w.line(f"{ctype(_compute(self.buffers[name].dtype))} {loc};")
         for n in g.nodes:
             self._node(w, n, parallel_reduction)
-        for _ in g.outer:
+        for _ in range(len(g.outer) + (2 if tile else 0)):
             w.close()
+
+    # -- transposes: tile the two innermost loops -----------------------------------------
+    def _transpose_tile(self, pure: bool) -> bool:
+        g = self.group
+        if not pure or len(g.nodes) != 1 or g.k < 2 or min(g.outer[-2:]) < 16:
+            return False
+        body = g.nodes[0].body
+        assert body is not None
+        sp = split_node(body, g.outer)
+        assert sp is not None
+        a, b = outer_symbol(g.k - 2), outer_symbol(g.k - 1)
+        for _, idx in body.reads():
+            e = _sub(idx, sp.subs)
+            if e.coeff(a) == 1 and e.coeff(b) not in (0, 1):
+                return True
+        return False
+
+    def _tiled_loops(self, w: _Writer, parallel: bool) -> None:
+        g = self.group
+        k = g.k
+        t = 16
+        a, b = outer_symbol(k - 2), outer_symbol(k - 1)
+        na, nb = g.outer[-2], g.outer[-1]
+        if parallel:
+            w.line(f"#pragma omp parallel for collapse({k})")
+        for j, size in enumerate(g.outer[:-2]):
+            sym = outer_symbol(j)
+            w.open(f"for (int64_t {sym} = 0; {sym} < {size}; ++{sym})")
+        w.open(f"for (int64_t {a}b = 0; {a}b < {na}; {a}b += {t})")
+        w.open(f"for (int64_t {b}b = 0; {b}b < {nb}; {b}b += {t})")
+        w.open(f"for (int64_t {a} = {a}b; {a} < std::min<int64_t>({a}b + {t}, {na}); ++{a})")
+        if self.simd:
+            w.line("#pragma omp simd")
+        w.open(f"for (int64_t {b} = {b}b; {b} < std::min<int64_t>({b}b + {t}, {nb}); ++{b})")
 
     # -- column reductions: reduce along a strided dim, vectorize across the outer dim ---
     def _column_ok(self) -> bool:

@@ -104,6 +104,7 @@ class Pointwise:
     op_count: int = -1  # filled lazily by lowering's realization heuristic
     realized: BufferView | None = None  # once stored, consumers load the buffer
     source: BufferView | None = None  # set when the value is an exact copy of a view
+    view_of: tuple[object, ...] | None = None  # (base, size, index map) for views
 
     def load(self, index: Sequence[Expr]) -> Ref:
         if self.realized is not None:

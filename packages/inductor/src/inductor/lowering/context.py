@@ -87,6 +87,17 @@ class LoweringContext:
             return value
         if value.realized is not None and (layout is None or layout == value.realized.layout):
             return value.realized
+        if layout is None and value.view_of is not None:
+            # NOTE: store the base in its own order and view it, so an extern call gets
+            # a strided view (e.g. a transpose) instead of a copy made in the view's order.
+            from inductor.lowering.views import apply_view
+
+            base, size, mapping = value.view_of
+            assert isinstance(base, (BufferView, Pointwise))
+            viewed = apply_view(self.realize(base), size, mapping)  # type: ignore[arg-type]
+            if isinstance(viewed, BufferView):
+                value.realized = viewed
+                return viewed
         if layout is None:
             layout = Layout.contiguous(value.size, value.dtype, value.device)
         name = self.new_name()

@@ -60,7 +60,7 @@ def apply_view(x: TensorValue, new_size: Sequence[int], mapping: IndexMap) -> Te
     def inner(index: Sequence[Expr]) -> Ref:
         return src.load(mapping(index))
 
-    return Pointwise(new_size, x.dtype, x.device, inner)
+    return Pointwise(new_size, x.dtype, x.device, inner, view_of=(x, new_size, mapping))
 
 
 def reshape_map(old: Sequence[int], new: Sequence[int]) -> IndexMap:

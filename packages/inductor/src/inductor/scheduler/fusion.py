@@ -203,6 +203,14 @@ def _numel(sizes: Iterable[int]) -> int:
     return n
 
 
+def _strided_inner(split: Split, reads: list[tuple[str, Expr]]) -> bool:
+    """Does a load walk memory with a stride along the innermost inner loop?"""
+    if not split.inner_ranges:
+        return False
+    last = inner_symbol(len(split.inner_ranges) - 1)
+    return any(e.coeff(last) not in (0, 1) for _, e in reads)
+
+
 def _legal(group: FusedGroup, node: ComputedBuffer, outer: tuple[int, ...]) -> bool:
     forms = {}
     for m in [*group.nodes, node]:
@@ -210,6 +218,10 @@ def _legal(group: FusedGroup, node: ComputedBuffer, outer: tuple[int, ...]) -> b
         if c is None:
             return False
         forms[m.name] = c
+        # NOTE: a pointwise node whose inner loop would read with a stride (a transpose
+        # seen through regrouped loops) runs better alone, where it is tiled.
+        if not _body(m).is_reduction and _strided_inner(c[0], c[1]):
+            return False
     writers = {m.name: m for m in group.nodes}
     sp_n, reads_n, _ = forms[node.name]
     for buf, idx in reads_n:
