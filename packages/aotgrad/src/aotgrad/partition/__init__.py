@@ -4,6 +4,19 @@
 following the joint-graph convention of INTERFACES.md: fw returns the forward outputs then
 the saved values; bw takes the saved values (same order and names) then the tangents and
 returns one gradient per primal.
+
+- `default`: save every forward value the backward reads; recompute nothing.
+- `min_cut`: a minimum cut (networkx) over value bytes picks the saved values; cheap ops
+  (pointwise, views, copies) are recomputed in the backward, expensive ones (matmul,
+  convolution, reductions, anything else) and random ops never are.
+- `memory_budget`: `PartitionConfig.activation_memory_budget` in [0, 1] between what
+  min_cut saves (1.0) and what full recomputation saves (0.0), by a 0-1 knapsack over the
+  expensive activations. Below 1.0 it may recompute expensive ops (cheapest per byte first);
+  random ops are never recomputed.
+
+`saved_bytes(fw, num_fwd_outputs)` is the activation memory a forward graph saves (saved
+primals excluded: they are alive anyway). Pipeline: analysis -> (default | mincut | budget
+with knapsack and estimate) -> split; pareto draws the budget curve.
 """
 
 from __future__ import annotations
