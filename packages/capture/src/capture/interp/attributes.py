@@ -270,7 +270,7 @@ def store_attr(tx: Translator, owner: Value, name: str, value: Value) -> None:
             return
         owner.attrs[name] = value
         return
-    if isinstance(owner, (ObjectValue, ModuleValue)) and owner.source is not None:
+    if isinstance(owner, (ObjectValue, ModuleValue)):
         if isinstance(owner, ModuleValue) and isinstance(value, TensorValue):
             if name in owner.module._parameters or name in owner.module._buffers:
                 raise unsupported(

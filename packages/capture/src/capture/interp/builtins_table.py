@@ -310,6 +310,16 @@ def iterate(tx: Translator, value: Value) -> IteratorValue:
     if isinstance(value, ObjectValue):
         if value.dict_items is not None:
             return IteratorValue(value.dict_items.unpack())
+        if value.obj is not None and not tx.output.side_effects.attr_writes.get(id(value)):
+            # NOTE: existing objects (configs, registries) iterate for real; their items are
+            # treated as constants of this trace.
+            from capture.values.wrap import wrap
+
+            try:
+                real_items = list(value.obj)  # type: ignore[call-overload]  # iterable object
+            except Exception as e:  # noqa: BLE001
+                raise unsupported(GraphBreakKind.EXCEPTION, f"iterating raised {e!r}") from None
+            return IteratorValue([wrap(tx.output, item, None) for item in real_items])
         method = getattr(value.cls, "__iter__", None)
         if method is not None and hasattr(method, "__code__"):
             from capture.interp.calls import call_value
@@ -776,9 +786,21 @@ def _seq_count(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> V
     return ConstantValue(sum(1 for i in args[0].unpack() if operators.python_constant(i) == (True, target)))
 
 
-def _dict_of(value: Value) -> DictValue:
+def _dict_of(value: Value, tx: Translator | None = None) -> DictValue:
     if isinstance(value, DictValue):
         return value
+    if isinstance(value, ObjectValue) and value.obj is not None and value.dict_items is None:
+        real = value.obj
+        if isinstance(real, dict) and tx is not None:
+            from guards.sources import ItemSource
+
+            from capture.values.wrap import wrap
+
+            items: dict[object, tuple[Value, Value]] = {}
+            for k, v in dict.items(real):
+                src = ItemSource(value.source, k) if value.source is not None and isinstance(k, (str, int)) else None
+                items[k] = (ConstantValue(k), wrap(tx.output, v, src))
+            value.dict_items = DictValue(items, value.source, type(real))
     if isinstance(value, ObjectValue) and value.dict_items is not None:
         assert isinstance(value.dict_items, DictValue)
         return value.dict_items
@@ -787,7 +809,7 @@ def _dict_of(value: Value) -> DictValue:
 
 @special(dict.get, collections.OrderedDict.get)
 def _dict_get(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    d = _dict_of(args[0])
+    d = _dict_of(args[0], tx)
     key = _const(args[1], "dict key")
     if key in d.items:
         return d.items[key][1]
@@ -796,22 +818,22 @@ def _dict_get(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Va
 
 @special(dict.keys, collections.OrderedDict.keys)
 def _dict_keys(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return ListValue([k for k, _ in _dict_of(args[0]).items.values()])
+    return ListValue([k for k, _ in _dict_of(args[0], tx).items.values()])
 
 
 @special(dict.values, collections.OrderedDict.values)
 def _dict_values(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return ListValue([v for _, v in _dict_of(args[0]).items.values()])
+    return ListValue([v for _, v in _dict_of(args[0], tx).items.values()])
 
 
 @special(dict.items, collections.OrderedDict.items)
 def _dict_items(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return ListValue([TupleValue([k, v]) for k, v in _dict_of(args[0]).items.values()])
+    return ListValue([TupleValue([k, v]) for k, v in _dict_of(args[0], tx).items.values()])
 
 
 @special(dict.update, collections.OrderedDict.update)
 def _dict_update(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    d = _dict_of(args[0])
+    d = _dict_of(args[0], tx)
     dict_update(tx, d, list(args[1:]), kwargs)
     _mut(tx, d)
     return NONE
@@ -819,7 +841,7 @@ def _dict_update(tx: Translator, args: list[Value], kwargs: dict[str, Value]) ->
 
 @special(dict.pop, collections.OrderedDict.pop)
 def _dict_pop(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    d = _dict_of(args[0])
+    d = _dict_of(args[0], tx)
     key = _const(args[1], "dict key")
     if key in d.items:
         _mut(tx, d)
@@ -831,7 +853,7 @@ def _dict_pop(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Va
 
 @special(dict.setdefault, collections.OrderedDict.setdefault)
 def _dict_setdefault(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    d = _dict_of(args[0])
+    d = _dict_of(args[0], tx)
     key = _const(args[1], "dict key")
     if key not in d.items:
         d.items[key] = (args[1], args[2] if len(args) > 2 else NONE)
@@ -841,13 +863,13 @@ def _dict_setdefault(tx: Translator, args: list[Value], kwargs: dict[str, Value]
 
 @special(dict.copy, collections.OrderedDict.copy)
 def _dict_copy(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    d = _dict_of(args[0])
+    d = _dict_of(args[0], tx)
     return DictValue(dict(d.items), None, d.cls)
 
 
 @special(dict.clear)
 def _dict_clear(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    d = _dict_of(args[0])
+    d = _dict_of(args[0], tx)
     d.items.clear()
     _mut(tx, d)
     return NONE
@@ -855,7 +877,7 @@ def _dict_clear(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
 
 @special(dict.__setitem__, collections.OrderedDict.__setitem__)
 def _dict_setitem(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    d = _dict_of(args[0])
+    d = _dict_of(args[0], tx)
     key = _const(args[1], "dict key")
     d.items[key] = (args[1], args[2])
     _mut(tx, d)
@@ -864,12 +886,12 @@ def _dict_setitem(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -
 
 @special(dict.__getitem__, collections.OrderedDict.__getitem__)
 def _dict_getitem(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return operators.get_item(tx, _dict_of(args[0]), args[1])
+    return operators.get_item(tx, _dict_of(args[0], tx), args[1])
 
 
 @special(dict.__contains__)
 def _dict_contains(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return ConstantValue(operators.contains(tx, args[1], _dict_of(args[0])))
+    return ConstantValue(operators.contains(tx, args[1], _dict_of(args[0], tx)))
 
 
 @special(set.add)
@@ -924,8 +946,11 @@ def _returns(value: object) -> SpecialHandler:
 
 for _fn in (torch.jit.is_scripting, torch.jit.is_tracing, torch._C._get_tracing_state):
     special(_fn)(_returns(False if _fn is not torch._C._get_tracing_state else None))
-special(torch.compiler.is_compiling)(_returns(False))
-special(torch.compiler.is_dynamo_compiling)(_returns(False))
+# NOTE: libraries (transformers, timm) take their compiler-friendly paths when these say
+# True; capture is a compiler, so it answers True while tracing.
+special(torch.compiler.is_compiling)(_returns(True))
+special(torch.compiler.is_dynamo_compiling)(_returns(True))
+special(torch.compiler.is_exporting)(_returns(False))
 
 
 @special(torch.is_tensor)

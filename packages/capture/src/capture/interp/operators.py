@@ -284,6 +284,18 @@ def contains(tx: Translator, item: Value, container: Value) -> bool:
         return ok and key in container.items
     if isinstance(container, ObjectValue) and container.dict_items is not None:
         return contains(tx, item, container.dict_items)
+    if isinstance(container, ObjectValue) and container.obj is not None:
+        ok, needle = python_constant(item)
+        if ok:
+            method = getattr(container.cls, "__contains__", None)
+            if method is not None and hasattr(method, "__code__"):
+                from capture.interp.calls import call_value
+
+                return truth(tx, call_value(tx, ConstantValue(method), [container, item], {}))
+            try:
+                return needle in container.obj  # type: ignore[operator]  # any container
+            except TypeError as e:
+                raise unsupported(GraphBreakKind.EXCEPTION, f"`in` raised {e}") from None
     if isinstance(container, ModuleValue) and isinstance(item, ConstantValue):
         return item.value in container.module  # type: ignore[operator]  # ModuleDict
     if isinstance(container, ConstantValue) and not isinstance(container.value, (list, tuple)):
@@ -357,6 +369,18 @@ def get_item(tx: Translator, container: Value, key: Value) -> Value:
             return call_value(tx, ConstantValue(getitem), [container, key], {})
         if container.dict_items is not None:
             return get_item(tx, container.dict_items, key)
+        ok, index = python_constant(key)
+        if container.obj is not None and ok:
+            from guards.sources import ItemSource
+
+            try:
+                item = container.obj[index]  # type: ignore[index]  # any subscriptable
+            except Exception as e:  # noqa: BLE001
+                raise unsupported(GraphBreakKind.EXCEPTION, f"indexing raised {e!r}") from None
+            src = None
+            if container.source is not None and isinstance(index, (int, str)):
+                src = ItemSource(container.source, index)
+            return wrap(tx.output, item, src)
     raise unsupported(
         GraphBreakKind.UNSUPPORTED_OBJECT, f"indexing {container.describe()} with {key.describe()}"
     )

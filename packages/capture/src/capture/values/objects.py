@@ -28,6 +28,12 @@ class ModuleValue(Value):
     def python_type(self) -> type:
         return type(self.module)
 
+    def reconstruct(self, cg: CodeBuilder) -> None:
+        if self.source is not None:
+            cg.load_source(self.source)
+        else:
+            cg.load_object(self.module)
+
     def describe(self) -> str:
         return f"{type(self.module).__name__} module at {self.path}"
 
@@ -66,8 +72,11 @@ class ObjectValue(Value):
     def reconstruct(self, cg: CodeBuilder) -> None:
         if self.source is not None:
             cg.load_source(self.source)
-            return
-        cg.rebuild_new_object(self)
+        elif self.obj is not None:
+            # An existing object reached without a source (e.g. another module's global).
+            cg.load_object(self.obj)
+        else:
+            cg.rebuild_new_object(self)
 
     def describe(self) -> str:
         return f"{self.cls.__name__} object" + (" (new)" if self.obj is None else "")
