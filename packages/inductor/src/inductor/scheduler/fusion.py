@@ -329,3 +329,15 @@ def remove_dead(kernels: list[ComputedBuffer | ExternKernel], live: set[str]) ->
 def buffer_bytes(buf: Buffer) -> int:
     lay: Layout = buf.layout
     return lay.storage_size() * lay.dtype.itemsize
+
+
+def format_schedule(steps: list[Step]) -> str:
+    lines = []
+    for pos, step in enumerate(steps):
+        if isinstance(step, FusedGroup):
+            local = f" local={sorted(step.local)}" if step.local else ""
+            lines.append(f"step{pos}: kernel outer={step.outer} "
+                         f"nodes={[n.name for n in step.nodes]}{local}")
+        else:
+            lines.append(f"step{pos}: extern {step.op} -> {[o.name for o in step.outputs]}")
+    return "\n".join(lines)
