@@ -165,6 +165,20 @@ def assert_same(actual: Any, expected: Any, where: str = "result") -> None:
         assert actual == expected, f"{where}: {actual!r} != {expected!r}"
 
 
+def assert_same_identity(actual: Any, expected: Any, c_args: Any, e_args: Any,
+                         where: str) -> None:
+    """Where eager returns one of its (mutable) arguments itself, compiled returns its own."""
+    pairs = [(actual, expected)]
+    if isinstance(expected, (tuple, list)) and isinstance(actual, (tuple, list)):
+        pairs += list(zip(actual, expected))
+    for a, e in pairs:
+        for i, (c_arg, e_arg) in enumerate(zip(c_args, e_args)):
+            if e is e_arg and isinstance(e_arg, (torch.Tensor, list, dict)) or (
+                e is e_arg and hasattr(e_arg, "__dict__") and not callable(e_arg)
+            ):
+                assert a is c_arg, f"{where}: eager returned argument {i} itself, compiled did not"
+
+
 def _leaf_tensors(obj: Any, seen: set[int] | None = None) -> Iterator[torch.Tensor]:
     seen = set() if seen is None else seen
     if id(obj) in seen:
@@ -234,6 +248,7 @@ def check(
         assert_same(actual, expected, f"{where}: result")
         assert_same(list(c_args), list(e_args), f"{where}: arguments after the call")
         assert_same(c_kwargs, e_kwargs, f"{where}: keyword arguments after the call")
+        assert_same_identity(actual, expected, c_args, e_args, f"{where}: result")
         if grad:
             _backward(expected)
             _backward(actual)
