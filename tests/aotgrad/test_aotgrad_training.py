@@ -135,3 +135,70 @@ def test_aot_module_training_with_batchnorm() -> None:
             torch.testing.assert_close(ga, ge, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(ours.bn1.running_var, eager.bn1.running_var)
     assert int(ours.bn2.num_batches_tracked) == 2
+
+
+def test_sdpa_gradients_with_core_decompositions() -> None:
+    from aotgrad.backend import run_graph_as_is
+
+    def fn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    compiled = aotgrad.aot_function(fn, run_graph_as_is, decompositions="core")
+    args = [torch.randn(2, 2, 8, 4, requires_grad=True) for _ in range(3)]
+    weight = torch.randn(2, 2, 8, 4)
+    got = torch.autograd.grad((compiled(*args) * weight).sum(), args)
+    want = torch.autograd.grad((fn(*args) * weight).sum(), args)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+class TiedLM(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(10, 6)
+        self.head = nn.Linear(6, 10, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.tanh(self.embed(ids)))
+
+
+def test_tied_weights_get_both_gradient_contributions() -> None:
+    from aotgrad.backend import run_graph_as_is
+
+    torch.manual_seed(0)
+    eager = TiedLM()
+    ours = copy.deepcopy(eager)
+    ids = torch.randint(0, 10, (3, 4))
+    inputs = [ids, ids]
+    expected = _train(eager, lambda x: eager(x), inputs)
+    compiled = aotgrad.aot_module(ours, run_graph_as_is)
+    actual = _train(ours, compiled, inputs)
+    for (loss_a, grads_a), (loss_e, grads_e) in zip(actual, expected):
+        torch.testing.assert_close(loss_a, loss_e)
+        for ga, ge in zip(grads_a, grads_e):
+            torch.testing.assert_close(ga, ge)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("partitioner", ["default", "min_cut"])
+def test_gpt2_training_step(partitioner: str) -> None:
+    transformers = pytest.importorskip("transformers")
+    from aotgrad.backend import run_graph_as_is
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=4, vocab_size=50,
+                                     n_positions=16, attn_pdrop=0.0, resid_pdrop=0.0,
+                                     embd_pdrop=0.0, use_cache=False)
+    eager = transformers.GPT2LMHeadModel(config)
+    ours = copy.deepcopy(eager)
+    ids = torch.randint(0, 50, (2, 8))
+    compiled = aotgrad.aot_module(ours, run_graph_as_is, partition_fn=partitioner,
+                                  decompositions="core")
+    loss = compiled(input_ids=ids, labels=ids)["loss"]
+    want = eager(input_ids=ids, labels=ids).loss
+    torch.testing.assert_close(loss, want)
+    loss.backward()
+    want.backward()
+    for (name, p), q in zip(ours.named_parameters(), eager.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=name)

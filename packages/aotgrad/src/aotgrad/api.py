@@ -223,6 +223,13 @@ class LiftedModule:
         self.param_names = [n for n, _ in module.named_parameters()]
         self.buffer_names = [n for n, _ in module.named_buffers()]
         self.names = self.param_names + self.buffer_names
+        # NOTE: a tensor registered under several names (tied weights) is one input; every
+        # name it is registered under is swapped for that input while tracing.
+        index = {id(t): i for i, t in enumerate(self.state())}
+        everything = [*module.named_parameters(remove_duplicate=False),
+                      *module.named_buffers(remove_duplicate=False)]
+        self.swap_names = [n for n, _ in everything]
+        self.swap_inputs = [index[id(t)] for _, t in everything]
 
     def state_key(self) -> tuple[bool, ...]:
         """The modules' train/eval flags: a traced graph depends on them."""
@@ -233,15 +240,16 @@ class LiftedModule:
         buffers = dict(self.module.named_buffers())
         return [params[n] for n in self.param_names] + [buffers[n] for n in self.buffer_names]
 
+    def _swap(self, args: Sequence[Any]) -> contextlib.AbstractContextManager[None]:
+        return _swapped(self.module, self.swap_names, [args[i] for i in self.swap_inputs])
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        n = len(self.names)
-        with _swapped(self.module, self.names, args[:n]):
-            return self.module(*args[n:], **kwargs)
+        with self._swap(args):
+            return self.module(*args[len(self.names):], **kwargs)
 
     def run_traced(self, args: Sequence[Any], tracer: AtenTracer) -> Any:
-        n = len(self.names)
-        with _swapped(self.module, self.names, args[:n]):
-            return run_with_meta(self.module, list(args[n:]), tracer)
+        with self._swap(args):
+            return run_with_meta(self.module, list(args[len(self.names):]), tracer)
 
 
 class AotModule(torch.nn.Module):

@@ -16,9 +16,13 @@ __all__ = ["DECOMPOSITION_CHOICES", "get_decompositions"]
 
 DECOMPOSITION_CHOICES = ("core", "none")
 
-# NOTE: decompositions that turn a functional op into a mutating one or into ops our fake
-# tracing cannot run stay out of the table.
-_EXCLUDED: tuple[Any, ...] = ()
+# NOTE: decompositions whose outputs differ from the op's (torch says so in their comments)
+# stay out of the table: the op's autograd formula, recorded above the dispatch level where we
+# decompose, reads those outputs. The flash-attention-for-cpu rule returns the attention
+# weights where the backward expects the logsumexp (wrong gradients otherwise).
+_EXCLUDED: tuple[Any, ...] = (
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default,
+)
 
 
 @functools.cache
