@@ -13,10 +13,9 @@ from typing import Any
 import torch
 import torch.fx
 import torch.utils._pytree as pytree
+from inductor.decompositions import decomposition_table
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
-
-from inductor.decompositions import decomposition_table
 
 
 class _Recorder(TorchDispatchMode):

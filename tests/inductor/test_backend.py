@@ -3,10 +3,9 @@ options and modes validated."""
 
 from __future__ import annotations
 
+import aotgrad
 import pytest
 import torch
-
-import aotgrad
 from inductor import config
 from inductor.backend import make_inductor, resolve_options
 from inductor.decompositions import decomposition_table

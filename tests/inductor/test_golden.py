@@ -9,7 +9,6 @@ from typing import Any
 import expecttest
 import torch
 import torch.nn.functional as F
-
 from aten_trace import trace_aten
 from inductor import config
 from inductor.ir.printer import format_kernels, normalize_kernel_names

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import torch
-
 from inductor import compile_aten
 from tests_inductor_support import run_and_compare
 

@@ -6,7 +6,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-
 from aten_trace import trace_aten
 from inductor import CompiledGraph, compile_aten, config
 

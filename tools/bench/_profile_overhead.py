@@ -7,13 +7,11 @@ import time
 from typing import Any
 
 import torch
-
 import zoo
 
 
 def main(name: str, train: bool) -> None:
     import aotgrad
-
     from inductor.decompositions import decomposition_table
     from inductor.pipeline import compile_aten
 

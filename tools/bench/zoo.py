@@ -27,9 +27,9 @@ _CACHE_ROOT = tempfile.mkdtemp(prefix="zoo-cache-")
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(_CACHE_ROOT, "torch"))
 os.environ.setdefault("INDUCTOR_CACHE_DIR", os.path.join(_CACHE_ROOT, "ours"))
 
-import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch
+import torch.nn.functional as F
+from torch import nn
 
 # -- models -------------------------------------------------------------------------------
 
@@ -224,10 +224,9 @@ def _ours(model: nn.Module, inputs: tuple[Any, ...]) -> tuple[Callable[..., Any]
         if _close(got, want, 1e-3):
             wrapped = capture.optimize(model, backend="inductor")
             return wrapped, "capture"
-    except Exception:  # noqa: BLE001 - any capture failure means: use aotgrad directly
-        pass
+    except Exception as e:  # noqa: BLE001 - any capture failure means: use aotgrad directly
+        print(f"  (capture failed on this model: {type(e).__name__}; using aot_module)")
     import aotgrad
-
     from inductor.decompositions import decomposition_table
     from inductor.pipeline import compile_aten
 
@@ -243,8 +242,8 @@ def _clear_ours() -> None:
         import capture
 
         capture.reset()
-    except Exception:  # noqa: BLE001
-        pass
+    except Exception as e:  # noqa: BLE001
+        print(f"  (capture.reset failed: {e})")
 
 
 @dataclass
@@ -312,7 +311,7 @@ def bench_model(name: str, train: bool, use_torch: bool) -> Row:
 
 
 def _geomean(xs: list[float]) -> float:
-    xs = [x for x in xs if x == x and x > 0]
+    xs = [x for x in xs if not math.isnan(x) and x > 0]
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 

@@ -9,20 +9,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import TypeAlias
 
-import sympy
+import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 
-Expr = sympy.Expr
+Expr: TypeAlias = sympy.Expr
 
 
-class FloorDiv(sympy.Function):
+class FloorDiv(sympy.Function):  # type: ignore[misc]  # NOTE: sympy is untyped
     """`floor(base / divisor)` for integer operands (divisor > 0)."""
 
     is_integer = True
     nargs = 2
 
     @classmethod
-    def eval(cls, base: Expr, divisor: Expr) -> Expr | None:  # type: ignore[override]
+    def eval(cls, base: Expr, divisor: Expr) -> Expr | None:
         if divisor == 1:
             return base
         if base == 0:
@@ -34,14 +35,14 @@ class FloorDiv(sympy.Function):
         return None
 
 
-class ModIndex(sympy.Function):
+class ModIndex(sympy.Function):  # type: ignore[misc]  # NOTE: sympy is untyped
     """`base mod divisor` (Python semantics) for integer operands (divisor > 0)."""
 
     is_integer = True
     nargs = 2
 
     @classmethod
-    def eval(cls, base: Expr, divisor: Expr) -> Expr | None:  # type: ignore[override]
+    def eval(cls, base: Expr, divisor: Expr) -> Expr | None:
         if divisor == 1 or base == 0:
             return sympy.Integer(0)
         if base.is_Integer and divisor.is_Integer:
@@ -49,14 +50,14 @@ class ModIndex(sympy.Function):
         return None
 
 
-class Clamp(sympy.Function):
+class Clamp(sympy.Function):  # type: ignore[misc]  # NOTE: sympy is untyped
     """`min(max(x, lo), hi)`: keeps indices of masked-out loads in bounds."""
 
     is_integer = True
     nargs = 3
 
     @classmethod
-    def eval(cls, x: Expr, lo: Expr, hi: Expr) -> Expr | None:  # type: ignore[override]
+    def eval(cls, x: Expr, lo: Expr, hi: Expr) -> Expr | None:
         if x.is_Integer and lo.is_Integer and hi.is_Integer:
             return sympy.Integer(min(max(int(x), int(lo)), int(hi)))
         return None
@@ -228,9 +229,9 @@ def simplify_index(expr: Expr, ranges: Mapping[sympy.Symbol, int]) -> Expr:
         x = simplify_index(expr.args[0], ranges)
         lo, hi = expr.args[1], expr.args[2]
         xb = bounds(x, ranges)
-        if xb is not None and lo.is_Integer and hi.is_Integer:
-            if xb[0] >= int(lo) and xb[1] <= int(hi):
-                return x
+        if (xb is not None and lo.is_Integer and hi.is_Integer
+                and xb[0] >= int(lo) and xb[1] <= int(hi)):
+            return x
         return Clamp(x, lo, hi)
     return expr
 
@@ -263,7 +264,7 @@ def cexpr(expr: Expr) -> str:
     if expr.is_Integer:
         return _int_literal(int(expr))
     if isinstance(expr, sympy.Symbol):
-        return expr.name
+        return str(expr.name)
     if isinstance(expr, sympy.Add):
         parts = [cexpr(a) for a in sorted(expr.args, key=sympy.default_sort_key)]
         return "(" + " + ".join(parts) + ")" if len(parts) > 1 else parts[0]

@@ -11,7 +11,7 @@ import hashlib
 import math
 from dataclasses import dataclass
 
-import sympy
+import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 import torch
 
 from inductor.codegen.ops import Ref
@@ -247,7 +247,7 @@ class KernelGen:
                     f"tmp{op_id}", integer=True)
         red_pos = next((i for i, op in enumerate(body.ops) if op.kind == "reduction"), None)
         inner = sp.inner_ranges
-        w.open(f"// {n.name}" if not inner and red_pos is None else f"// {n.name}")
+        w.open(f"// {n.name}")
         acc_names: list[str] = []
         red: LoopOp | None = None
         if red_pos is not None:

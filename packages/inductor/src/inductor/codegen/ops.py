@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import sympy
+import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 import torch
 
 
@@ -31,7 +31,7 @@ class Ref:
 class OpsHandler(Protocol):
     def load(self, name: str, index: sympy.Expr) -> Ref: ...
     def store(self, name: str, index: sympy.Expr, value: Ref) -> None: ...
-    def constant(self, value: bool | int | float, dtype: torch.dtype) -> Ref: ...
+    def constant(self, value: bool | float, dtype: torch.dtype) -> Ref: ...
     def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> Ref: ...
     def to_dtype(self, x: Ref, dtype: torch.dtype) -> Ref: ...
     def indirect(self, x: Ref, size: int) -> sympy.Symbol: ...
@@ -49,20 +49,13 @@ class OpSpec:
 
 def _specs() -> dict[str, OpSpec]:
     table: dict[str, OpSpec] = {}
-    for name in (
-        "neg abs exp exp2 expm1 log log2 log10 log1p sqrt rsqrt sin cos tan asin acos atan "
-        "sinh cosh tanh asinh acosh atanh sigmoid relu erf erfc erfinv floor ceil round "
-        "trunc sign reciprocal bitwise_not lgamma frac square"
-    ).split():
+    for name in ["neg", "abs", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "sigmoid", "relu", "erf", "erfc", "erfinv", "floor", "ceil", "round", "trunc", "sign", "reciprocal", "bitwise_not", "lgamma", "frac", "square"]:
         table[name] = OpSpec(1, "same")
-    for name in (
-        "add sub mul truediv trunc_div floordiv remainder fmod maximum minimum pow atan2 bitwise_and "
-        "bitwise_or bitwise_xor lshift rshift copysign hypot"
-    ).split():
+    for name in ["add", "sub", "mul", "truediv", "trunc_div", "floordiv", "remainder", "fmod", "maximum", "minimum", "pow", "atan2", "bitwise_and", "bitwise_or", "bitwise_xor", "lshift", "rshift", "copysign", "hypot"]:
         table[name] = OpSpec(2, "same")
-    for name in "eq ne lt le gt ge logical_and logical_or logical_xor".split():
+    for name in ["eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"]:
         table[name] = OpSpec(2, "bool")
-    for name in "logical_not isnan isinf isfinite signbit".split():
+    for name in ["logical_not", "isnan", "isinf", "isfinite", "signbit"]:
         table[name] = OpSpec(1, "bool")
     table["where"] = OpSpec(3, "arg1")
     return table
@@ -87,7 +80,7 @@ def use_handler(handler: OpsHandler) -> Iterator[None]:
 class _OpsProxy:
     """`ops.load(...)`, `ops.add(a, b)`, ...: forwards to the active handler."""
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Callable[..., Ref]:
         # NOTE: the handler is looked up at call time, so `ops.add` may be passed around
         # as a function before any handler is active.
         if name in OPS:
@@ -102,7 +95,7 @@ class _OpsProxy:
         return method
 
 
-ops: Any = _OpsProxy()
+ops = _OpsProxy()
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:

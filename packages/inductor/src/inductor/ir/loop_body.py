@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-import sympy
+import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 import torch
 
 from inductor.codegen.ops import OPS, REDUCTIONS, Ref, compute_dtype, use_handler
@@ -107,7 +107,7 @@ class BodyBuilder:
         self.ops.append(LoopOp("store", (name, self._simplify(sympy.sympify(index)), value),
                                None))
 
-    def constant(self, value: bool | int | float, dtype: torch.dtype) -> Ref:
+    def constant(self, value: bool | float, dtype: torch.dtype) -> Ref:
         dtype = compute_dtype(dtype)
         if dtype == torch.bool:
             value = bool(value)

@@ -87,7 +87,7 @@ class BufferView:
         return self.layout.device
 
     def load(self, index: Sequence[Expr]) -> Ref:
-        return ops.load(self.buffer.name, self.layout.index(index))  # type: ignore[no-any-return]
+        return ops.load(self.buffer.name, self.layout.index(index))
 
     def is_whole_buffer(self) -> bool:
         return self.layout == self.buffer.layout

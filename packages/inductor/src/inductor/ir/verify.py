@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import sympy
+import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 
 from inductor.ir.nodes import ComputedBuffer, ExternKernel
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import sympy
+import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 import torch
 
 from inductor.codegen.ops import Ref, compute_dtype, ops
@@ -51,7 +51,7 @@ def broadcast_index(
     return result
 
 
-def _dummy(x: object) -> object:
+def _dummy(x: object) -> Any:
     if is_tensor(x):
         assert isinstance(x, (BufferView, Pointwise))
         return torch.empty((1,) * min(len(x.size), 1), dtype=x.dtype)
@@ -66,9 +66,9 @@ def promote(*args: object) -> torch.dtype:
         if isinstance(d, torch.Tensor):
             return d.dtype
         return torch.tensor(d).dtype
-    dtype = torch.result_type(dummies[0], dummies[1])  # type: ignore[arg-type]
+    dtype: torch.dtype = torch.result_type(dummies[0], dummies[1])
     for d in dummies[2:]:
-        dtype = torch.result_type(torch.empty((1,), dtype=dtype), d)  # type: ignore[arg-type]
+        dtype = torch.result_type(torch.empty((1,), dtype=dtype), d)
     return dtype
 
 
@@ -81,14 +81,14 @@ def loader(
         t = x
 
         def load(idx: Sequence[Expr]) -> Ref:
-            return ops.to_dtype(t.load(broadcast_index(t.size, out_size, idx)), cdtype)  # type: ignore[no-any-return]
+            return ops.to_dtype(t.load(broadcast_index(t.size, out_size, idx)), cdtype)
 
         return load
     assert isinstance(x, (bool, int, float)), f"unexpected pointwise operand {x!r}"
     value = x
 
     def const(idx: Sequence[Expr]) -> Ref:
-        return ops.constant(value, cdtype)  # type: ignore[no-any-return]
+        return ops.constant(value, cdtype)
 
     return const
 
@@ -116,7 +116,7 @@ def make_pointwise(
     out_cdtype = compute_dtype(dtype)
 
     def inner(idx: Sequence[Expr]) -> Ref:
-        return ops.to_dtype(fn(*(ld(idx) for ld in loaders)), out_cdtype)  # type: ignore[no-any-return]
+        return ops.to_dtype(fn(*(ld(idx) for ld in loaders)), out_cdtype)
 
     return Pointwise(tuple(size), dtype, device, inner)
 

@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-import sympy
+import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 import torch
 import torch.fx
 
@@ -57,6 +57,8 @@ class LoweringContext:
         self.extern_calls: Counter[str] = Counter()
         self.node: torch.fx.Node | None = None
         self._counter = 0
+        self.seed: BufferView | None = None  # the per-call RNG seed (lowering/random.py)
+        self.random_streams = 0
         self.env: dict[torch.fx.Node, Any] = {}
 
     # -- names and buffers -------------------------------------------------------------
@@ -131,9 +133,10 @@ class LoweringContext:
             scratch = f"__probe{id(value)}"
             self.buffers[scratch] = Buffer(scratch, Layout.contiguous(
                 value.size, value.dtype, value.device))
-            body = record_pointwise(
-                value.size, lambda idx: ops.store(scratch, sympy.Integer(0), value.load(idx)),
-                self.buffer_dtype)
+            def probe(idx: list[Expr]) -> None:
+                ops.store(scratch, sympy.Integer(0), value.load(idx))
+
+            body = record_pointwise(value.size, probe, self.buffer_dtype)
             del self.buffers[scratch]
             value.op_count = sum(1 for op in body.ops if op.kind not in ("constant",))
             loads = sum(1 for op in body.ops if op.kind == "load")
@@ -190,8 +193,8 @@ class LoweringContext:
         self.node = None
 
     def lower_call(self, node: torch.fx.Node) -> Any:
-        args = torch.fx.node.map_arg(node.args, lambda n: self.env[n])
-        kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: self.env[n])
+        args: Any = torch.fx.node.map_arg(node.args, lambda n: self.env[n])
+        kwargs: Any = torch.fx.node.map_arg(node.kwargs, lambda n: self.env[n])
         if node.target is operator.getitem:
             return args[0][args[1]]
         fn = find_lowering(node.target)
@@ -225,7 +228,7 @@ class LoweringContext:
         return value
 
     def output_layouts(self) -> list[Any]:
-        (result,) = [n for n in self.gm.graph.nodes if n.op == "output"][0].args
+        (result,) = next(n for n in self.gm.graph.nodes if n.op == "output").args
         return [example_value(n) if isinstance(n, torch.fx.Node) else n
                 for n in _as_list(result)]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import sympy
+import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 import torch
 
 from inductor.codegen.ops import Ref, ops
@@ -22,7 +22,10 @@ aten = torch.ops.aten
 
 
 def _broadcast_shape(shapes: Sequence[Sequence[int]]) -> tuple[int, ...]:
-    return tuple(int(s) for s in torch.broadcast_shapes(*[torch.Size(s) for s in shapes]))
+    out: list[int] = []
+    for dims in zip(*[[1] * (max(map(len, shapes)) - len(s)) + list(s) for s in shapes]):
+        out.append(max(dims) if min(dims) != 0 else 0)
+    return tuple(out)
 
 
 @lowering(aten.index.Tensor)
@@ -35,7 +38,7 @@ def _index(ctx: LoweringContext, x: TensorValue, indices: Sequence[Any]) -> Any:
     positions = [d for d, i in enumerate(idx_list) if i is not None]
     if not positions:
         return x
-    bshape = _broadcast_shape([idx_list[d].size for d in positions])  # type: ignore[union-attr]
+    bshape = _broadcast_shape([idx_list[d].size for d in positions])
     adjacent = positions == list(range(positions[0], positions[-1] + 1))
     first = positions[0] if adjacent else 0
     nb = len(bshape)

@@ -249,7 +249,7 @@ def _where(ctx: LoweringContext, cond: Any, a: Any, b: Any) -> Pointwise:
     lb = loader(b, size, dtype)
 
     def inner(idx: Sequence[Expr]) -> Ref:
-        return ops.where(lc(idx), la(idx), lb(idx))  # type: ignore[no-any-return]
+        return ops.where(lc(idx), la(idx), lb(idx))
 
     return Pointwise(size, dtype, out_meta(ctx).device, inner)
 
@@ -337,7 +337,7 @@ def _filled(ctx: LoweringContext, value: Any) -> Pointwise:
     size = tuple(int(s) for s in meta.shape)
 
     def inner(idx: Sequence[Expr]) -> Ref:
-        return ops.constant(value, dtype)  # type: ignore[no-any-return]
+        return ops.constant(value, dtype)
 
     return Pointwise(size, dtype, meta.device, inner)
 
@@ -385,7 +385,7 @@ def _fill(ctx: LoweringContext, x: Any, value: Any) -> Pointwise:
 def _arange(ctx: LoweringContext, *args: Any, **kwargs: Any) -> Any:
     meta = out_meta(ctx)
     assert ctx.node is not None
-    numbers = [a for a in args if isinstance(a, (int, float))]
+    numbers: list[Any] = [a for a in args if isinstance(a, (int, float))]
     if ctx.node.target is aten.arange.default:
         start, step = 0, 1
     elif ctx.node.target is aten.arange.start:
@@ -397,7 +397,7 @@ def _arange(ctx: LoweringContext, *args: Any, **kwargs: Any) -> Any:
     dtype = meta.dtype
 
     def inner(idx: Sequence[Expr]) -> Ref:
-        return ops.to_dtype(ops.index_expr(idx[0] * step + start, torch.int64), dtype)  # type: ignore[no-any-return]
+        return ops.to_dtype(ops.index_expr(idx[0] * step + start, torch.int64), dtype)
 
     return Pointwise((int(meta.shape[0]),), dtype, meta.device, inner)
 
@@ -407,6 +407,6 @@ def _iota(ctx: LoweringContext, length: int, *, start: int, step: int, **kwargs:
     meta = out_meta(ctx)
 
     def inner(idx: Sequence[Expr]) -> Ref:
-        return ops.to_dtype(ops.index_expr(idx[0] * step + start, torch.int64), meta.dtype)  # type: ignore[no-any-return]
+        return ops.to_dtype(ops.index_expr(idx[0] * step + start, torch.int64), meta.dtype)
 
     return Pointwise((int(length),), meta.dtype, meta.device, inner)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import sympy
+import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 import torch
 
 from inductor import config
@@ -27,9 +27,8 @@ _STREAM_SHIFT = 40
 
 
 def _seed(ctx: LoweringContext) -> BufferView:
-    existing = getattr(ctx, _SEED_ATTR, None)
-    if existing is not None:
-        return existing  # type: ignore[no-any-return]
+    if ctx.seed is not None:
+        return ctx.seed
     name = ctx.new_name("seed")
     example = torch.empty((), dtype=torch.int64)
     kernel = ExternKernel(name, aten.randint.low, (0, 2**62, []), {"dtype": torch.int64},
@@ -39,16 +38,15 @@ def _seed(ctx: LoweringContext) -> BufferView:
     kernel.outputs.append(out)
     ctx.register(out)
     ctx.kernels.append(kernel)
-    view = BufferView(out, lay)
-    setattr(ctx, _SEED_ATTR, view)
-    return view
+    ctx.seed = BufferView(out, lay)
+    return ctx.seed
 
 
 def _random(ctx: LoweringContext, size: Sequence[int], dtype: torch.dtype, normal: bool,
             device: torch.device) -> Pointwise:
     seed = _seed(ctx)
     stream = getattr(ctx, "_inductor_streams", 0)
-    setattr(ctx, "_inductor_streams", stream + 1)
+    ctx._inductor_streams = stream + 1
     strides = contiguous_strides(size)
 
     def inner(idx: Sequence[Expr]) -> Ref:
@@ -56,7 +54,7 @@ def _random(ctx: LoweringContext, size: Sequence[int], dtype: torch.dtype, norma
         for i, st in zip(idx, strides):
             flat = flat + i * st
         s = seed.load([])
-        return ops.to_dtype(ops.rand(s, flat, normal), dtype)  # type: ignore[no-any-return]
+        return ops.to_dtype(ops.rand(s, flat, normal), dtype)
 
     return Pointwise(tuple(size), dtype, device, inner)
 
@@ -100,6 +98,6 @@ def _bernoulli(ctx: LoweringContext, x: TensorValue, p: Any = None, **kwargs: An
 
         pv = loader(prob, size, torch.float32)(idx)
         hit = ops.lt(u.load(idx), pv)
-        return ops.to_dtype(hit, meta.dtype)  # type: ignore[no-any-return]
+        return ops.to_dtype(hit, meta.dtype)
 
     return Pointwise(size, meta.dtype, meta.device, inner)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import sympy
+import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 import torch
 
 from inductor.codegen.ops import Ref, compute_dtype, ops
@@ -128,7 +128,7 @@ def _mean(ctx: LoweringContext, x: TensorValue, dims: Any = None, keepdim: bool 
     cd = compute_dtype(meta.dtype)
 
     def post(v: Ref) -> Ref:
-        return ops.truediv(v, ops.constant(float(n), cd))  # type: ignore[no-any-return]
+        return ops.truediv(v, ops.constant(float(n), cd))
 
     return reduce(ctx, x, ds, "sum", meta.dtype, keepdim=keepdim and nd > 0,
                   layout=_node_layout(ctx), post=post)
@@ -223,7 +223,7 @@ def _var(ctx: LoweringContext, x: TensorValue, dims: Any, correction: Any,
         tuple(1 if d in ds else x.size[d] for d in range(nd)), dtype, x.device)
 
     def mean_post(v: Ref) -> Ref:
-        return ops.truediv(v, ops.constant(float(n), cd))  # type: ignore[no-any-return]
+        return ops.truediv(v, ops.constant(float(n), cd))
 
     mean = reduce(ctx, x, ds, "sum", dtype, keepdim=True, layout=mean_layout, post=mean_post)
     kept = [d for d in range(nd) if d not in ds]
@@ -233,10 +233,10 @@ def _var(ctx: LoweringContext, x: TensorValue, dims: Any, correction: Any,
         for d, i in zip(kept, kept_idx):
             midx[d] = i
         diff = ops.sub(ops.to_dtype(v, cd), mean.load(midx))
-        return ops.mul(diff, diff)  # type: ignore[no-any-return]
+        return ops.mul(diff, diff)
 
     def var_post(v: Ref) -> Ref:
-        return ops.truediv(v, ops.constant(max(n - corr, 0.0), cd))  # type: ignore[no-any-return]
+        return ops.truediv(v, ops.constant(max(n - corr, 0.0), cd))
 
     var = reduce(ctx, x, ds, "sum", dtype, keepdim=keepdim, layout=layout,
                  value_fn=centered, post=var_post)

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 LoweringFn = Callable[..., Any]
 LOWERINGS: dict[object, LoweringFn] = {}
+F = TypeVar("F", bound=LoweringFn)
 
 
-def lowering(*targets: object) -> Callable[[LoweringFn], LoweringFn]:
-    def register(fn: LoweringFn) -> LoweringFn:
+def lowering(*targets: object) -> Callable[[F], F]:
+    def register(fn: F) -> F:
         for target in targets:
             LOWERINGS[target] = fn
         return fn

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import sympy
+import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 import torch
 
 from inductor.codegen.ops import Ref, ops
@@ -279,7 +279,7 @@ def _pad(ctx: LoweringContext, x: TensorValue, pad: Sequence[int], value: float 
         c = conds[0]
         for other in conds[1:]:
             c = ops.logical_and(c, other)
-        return ops.where(c, v, ops.constant(value, v.dtype))  # type: ignore[no-any-return]
+        return ops.where(c, v, ops.constant(value, v.dtype))
 
     return Pointwise(tuple(new), x.dtype, x.device, inner)
 

@@ -83,7 +83,6 @@ def _verify(lib: ctypes.CDLL, key: str) -> bool:
 
 
 def _try_load(path: Path, key: str) -> ctypes.CDLL | None:
-    global _unique
     if not path.exists():
         return None
     try:
@@ -104,7 +103,7 @@ def _compile(source: str, key: str, out: Path) -> None:
         f.write(source)
     tmp_out = f"{src_name[:-4]}.so.tmp"
     cmd = [config.options.cxx, *compile_flags(), src_name, "-o", tmp_out]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         os.unlink(src_name)
         raise BuildError(f"kernel compile failed ({' '.join(cmd)}):\n{proc.stderr[-4000:]}")
@@ -118,7 +117,8 @@ def _load_fresh(path: Path) -> ctypes.CDLL:
     with _lock:
         _unique += 1
         alias = path.with_name(f"{path.stem}.{os.getpid()}.{_unique}.so")
-    os.link(path, alias) if not alias.exists() else None
+    if not alias.exists():
+        os.link(path, alias)
     lib = ctypes.CDLL(str(alias))
     os.unlink(alias)
     return lib
