@@ -6,6 +6,9 @@ Until the project's facade and capture can compile OpInfo lambdas, this script p
 stand-in `compiler` package first on PYTHONPATH (for the tool's worker processes too) whose
 `compile` is `aotgrad.aot_function(fn, <the backend's ATen compilers>)`.
 
+Backends: aot_eager (no decompositions, default partitioner), aot_eager_core (the ATen graphs
+inductor receives: core decompositions, min-cut partitioner, run as they are), inductor.
+
 Usage (from the repository root; every argument goes to the conformance tool):
     .venv/bin/python tools/aotgrad_opinfo.py --backend aot_eager --ops '^(add|sin)$' [--grad]
 """
@@ -30,10 +33,13 @@ from aotgrad.backend import run_graph_as_is
 def _compilers(backend):
     if backend == "aot_eager":
         return run_graph_as_is, "default", "none"
+    if backend == "aot_eager_core":  # what inductor receives: core decompositions, min-cut
+        return run_graph_as_is, "min_cut", "core"
     if backend == "inductor":
         import inductor
         return inductor.compile_aten, "min_cut", None
-    raise ValueError(f"the aotgrad stand-in supports aot_eager and inductor, not {backend!r}")
+    raise ValueError(f"the aotgrad stand-in supports aot_eager, aot_eager_core and inductor, "
+                     f"not {backend!r}")
 
 
 def compile(fn, backend="aot_eager", fullgraph=True, dynamic=False):
