@@ -22,7 +22,6 @@ from inductor.lowering.registry import lowering
 from inductor.sizevars import Expr
 
 aten = torch.ops.aten
-_SEED_ATTR = "_inductor_seed"
 _STREAM_SHIFT = 40
 
 
@@ -45,8 +44,8 @@ def _seed(ctx: LoweringContext) -> BufferView:
 def _random(ctx: LoweringContext, size: Sequence[int], dtype: torch.dtype, normal: bool,
             device: torch.device) -> Pointwise:
     seed = _seed(ctx)
-    stream = getattr(ctx, "_inductor_streams", 0)
-    ctx._inductor_streams = stream + 1
+    stream = ctx.random_streams
+    ctx.random_streams += 1
     strides = contiguous_strides(size)
 
     def inner(idx: Sequence[Expr]) -> Ref:
