@@ -232,3 +232,15 @@ def test_closure_tensors_are_inputs_with_gradients() -> None:
     torch.testing.assert_close(weight.grad, x)
     options["weight"] = torch.ones(3)  # read anew on every call
     torch.testing.assert_close(compiled(x), x.sum())
+
+
+def test_aliased_inputs_of_a_mutating_graph_run_like_eager() -> None:
+    def fn(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        x.add_(1)
+        return y * 2
+
+    compiled = aotgrad.aot_function(fn, run_graph_as_is)
+    base = torch.zeros(3)
+    torch.testing.assert_close(compiled(base, torch.zeros(3)), torch.zeros(3))
+    torch.testing.assert_close(compiled(base, base), torch.full((3,), 4.0))  # y sees x's write
+    torch.testing.assert_close(base, torch.full((3,), 2.0))

@@ -59,6 +59,16 @@ def _with_closure(fn: Any, cells: tuple[Any, ...]) -> Any:
     return clone
 
 
+def _storages_overlap(tensors: Sequence[torch.Tensor]) -> bool:
+    seen: set[int] = set()
+    for t in tensors:
+        ptr = t.untyped_storage().data_ptr()
+        if ptr in seen and t.numel() > 0:
+            return True
+        seen.add(ptr)
+    return False
+
+
 def _restore_sizes(value: Any, spec: Any) -> Any:
     """torch.Size values: torch's pytree rebuilds them as tuples."""
     if spec.type is torch.Size:
@@ -129,6 +139,10 @@ class AotCompiled:
             entry = self._compile(leaves, in_spec, training)
             self.cache[key] = entry
         runner, out_spec, flat_output = entry
+        if runner.forward.mutated_inputs and _storages_overlap(tensors):
+            # NOTE: the graphs assume distinct input storages; a write through one of two
+            # aliased inputs must show in the other, as only eager gets right.
+            return self.fn(*args, **kwargs)
         outs = runner(tensors)
         if flat_output:
             return tuple(outs)
