@@ -6,8 +6,9 @@ bytes and estimated recompute time the partitioner plans on GPT-2's joint graph 
 aotgrad backend when capture compiles GPT-2, else `aotgrad.aot_function` over
 `torch.func.functional_call` (or `aot_module`, by option). A step's saved bytes are counted
 by saved-tensor hooks (distinct storages, parameters and inputs excluded) and by the runtime
-wrapper's counter (which includes saved parameters); eager PyTorch's saved bytes are the
-reference. Checks (PASS/FAIL): planned bytes fall monotonically with the budget, never
+wrapper's counter (which includes saved parameters), side by side with eager PyTorch and
+with torch.compile's own memory-budget partitioner (backend aot_eager_decomp_partition) at
+the same budgets. Checks (PASS/FAIL): planned bytes fall monotonically with the budget, never
 exceed the budget's target, and at 0.5 are at most half of budget 1.0's; the real steps
 save what was planned and compute eager's loss and gradients. Pareto SVGs (one per solver)
 go to --svg-dir (default out/).
@@ -21,14 +22,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import itertools
 import os
 import pathlib
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -37,8 +37,9 @@ BUDGETS = (1.0, 0.5, 0.2, 0.0)
 SOLVERS = ("dp", "greedy", "ilp")
 
 
-@dataclasses.dataclass
-class Planned:
+# NOTE: NamedTuple rather than dataclass: tools/bench/run.py loads this file without
+# registering it in sys.modules, which dataclasses need for string annotations.
+class Planned(NamedTuple):
     solver: str
     budget: float
     target: float
@@ -47,8 +48,7 @@ class Planned:
     seconds: float
 
 
-@dataclasses.dataclass
-class Step:
+class Step(NamedTuple):
     solver: str
     budget: float
     hooked_bytes: int
@@ -275,6 +275,27 @@ def real_steps(model: torch.nn.Module, ids: torch.Tensor, solvers: Sequence[str]
     return rows, eager_bytes, path
 
 
+def torch_compile_steps(model: torch.nn.Module, ids: torch.Tensor) -> dict[float, int]:
+    """The yardstick: torch.compile's own memory-budget partitioner on the same step.
+
+    `aot_eager_decomp_partition` runs torch's min-cut partitioner (which reads
+    `activation_memory_budget`) with ATen graphs run as they are, like our steps. Only the
+    benchmark touches torch.compile; the packages never do.
+    """
+    import torch._dynamo
+    import torch._functorch.config as functorch_config
+
+    saved: dict[float, int] = {}
+    for budget in BUDGETS:
+        torch._dynamo.reset()
+        with functorch_config.patch(activation_memory_budget=budget):
+            compiled = torch.compile(model, backend="aot_eager_decomp_partition")
+            train_step(compiled, model, ids)  # compiles
+            saved[budget] = train_step(compiled, model, ids)[2]
+    torch._dynamo.reset()
+    return saved
+
+
 def _mib(n: float) -> str:
     return f"{n / 2**20:8.3f}"
 
@@ -364,15 +385,24 @@ def _main(argv: list[str]) -> int:
         steps, eager_bytes, path = real_steps(model, ids, solvers, args.estimator, args.path)
         print(f"\nreal training steps through {path} (second call; eager saves "
               f"{_mib(eager_bytes).strip()} MiB of activations)")
+        try:
+            torch_saved = torch_compile_steps(model, ids)
+        except Exception as exc:  # noqa: BLE001  # NOTE: the yardstick is optional
+            print(f"torch.compile yardstick failed: {type(exc).__name__}: {exc}")
+            torch_saved = {}
         print(f"{'solver':7} {'budget':>6} {'hooked MiB':>10} {'x eager':>8} {'planned MiB':>11} "
-              f"{'wrapper MiB':>11} {'loss':>5} {'grads':>5} {'compile s':>9}")
+              f"{'wrapper MiB':>11} {'torch.compile MiB':>17} {'x torch':>7} {'loss':>5} "
+              f"{'grads':>5} {'compile s':>9}")
         by_key = {(p.solver, p.budget): p for p in planned}
         for s in steps:
             p = by_key[(s.solver, s.budget)]
             wrapper = _mib(s.wrapper_bytes)
+            theirs = torch_saved.get(s.budget)
+            theirs_mib = _mib(theirs) if theirs is not None else "n/a"
+            ratio = f"{s.hooked_bytes / theirs:7.3f}" if theirs else "    n/a"
             print(f"{s.solver:7} {s.budget:6.2f} {_mib(s.hooked_bytes):>10} "
                   f"{s.hooked_bytes / max(eager_bytes, 1):8.3f} {_mib(p.saved):>11} "
-                  f"{wrapper:>11} {'ok' if s.loss_ok else 'BAD':>5} "
+                  f"{wrapper:>11} {theirs_mib:>17} {ratio} {'ok' if s.loss_ok else 'BAD':>5} "
                   f"{'ok' if s.grads_ok else 'BAD':>5} {s.seconds:9.2f}")
         for s in steps:
             planned_bytes = by_key[(s.solver, s.budget)].saved
