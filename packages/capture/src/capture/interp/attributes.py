@@ -138,7 +138,7 @@ def _class_attr(tx: Translator, owner: Value, cls: type, name: str) -> Value | N
             break
     else:
         return None
-    if isinstance(static, types.FunctionType):
+    if isinstance(static, (types.FunctionType, types.MethodDescriptorType, types.WrapperDescriptorType)):
         return MethodValue(owner, ConstantValue(static))
     if isinstance(static, staticmethod):
         return ConstantValue(static.__func__)

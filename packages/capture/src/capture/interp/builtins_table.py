@@ -10,6 +10,7 @@ import builtins
 import collections
 import dataclasses
 import functools
+import inspect
 import math
 import operator
 import types
@@ -1092,3 +1093,23 @@ def _find_name(module: torch.nn.Module, obj: object, kind: str) -> str:
 for _kind in ("parameters", "named_parameters", "buffers", "named_buffers", "children",
               "named_children", "modules", "named_modules"):
     special(getattr(torch.nn.Module, _kind))(_module_members(_kind))
+
+
+def _real_callable(value: Value) -> Any:
+    if isinstance(value, MethodValue):
+        ok, self_obj = operators.real_object(value.self_value)
+        func = _real_callable(value.func)
+        if ok:
+            return types.MethodType(func, self_obj)
+        return functools.partial(func, None)
+    ok, obj = operators.real_object(value)
+    if ok:
+        return obj
+    if isinstance(value, FunctionValue):
+        return types.FunctionType(value.code, value.globals, value.name)
+    raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"inspecting {value.describe()}")
+
+
+@special(inspect.signature)
+def _signature(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return ConstantValue(inspect.signature(_real_callable(args[0])))

@@ -292,6 +292,10 @@ def construct(tx: Translator, cls: type, args: list[Value], kwargs: dict[str, Va
     from capture.interp import builtins_table
 
     if issubclass(cls, torch.nn.Module):
+        module = _construct_stateless_module(cls, args, kwargs)
+        if module is not None:
+            tx.output.keepalive.append(module)
+            return ModuleValue(module, None, f"<{cls.__name__}>")
         raise unsupported(
             GraphBreakKind.UNSUPPORTED_CALL, f"creating the module {cls.__name__} while tracing"
         )
@@ -356,3 +360,33 @@ def context_exit_value(ctx: ContextValue) -> Value:
 
 def unused(*_: Any) -> None:
     """Keeps imports referenced for type checkers."""
+
+
+def _construct_stateless_module(
+    cls: type, args: list[Value], kwargs: dict[str, Value]
+) -> torch.nn.Module | None:
+    """Build a module made inside forward (e.g. a loss) for real, if it holds no tensors."""
+    from capture.interp.operators import python_constant
+
+    values = []
+    for a in args:
+        ok, obj = python_constant(a)
+        if not ok:
+            return None
+        values.append(obj)
+    options = {}
+    for k, v in kwargs.items():
+        ok, obj = python_constant(v)
+        if not ok:
+            return None
+        options[k] = obj
+    try:
+        module = cls(*values, **options)
+    except Exception:  # noqa: BLE001  # then it is not supported
+        return None
+    assert isinstance(module, torch.nn.Module)
+    if any(True for _ in module.parameters()) or any(
+        b is not None for b in module.buffers()
+    ):
+        return None
+    return module
