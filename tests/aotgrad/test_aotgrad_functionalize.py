@@ -157,6 +157,14 @@ def inplace_view_of_a_view(x: torch.Tensor) -> Any:
     return row.sum(), x.clone()
 
 
+def write_into_copying_reshape(x: torch.Tensor) -> Any:
+    flat = torch.ops.aten.reshape.default(x.t(), [-1])  # a copy: x.t() is not viewable
+    flat.add_(1)
+    same = torch.ops.aten.reshape.default(x, [-1])  # a view
+    same.mul_(2)
+    return flat, x + 0
+
+
 CASES: list[tuple[Callable[..., Any], Callable[[], tuple[torch.Tensor, ...]]]] = [
     (setitem_column, lambda: (torch.randn(3, 4), torch.randn(3))),
     (transpose_add_, lambda: (torch.randn(3, 4),)),
@@ -184,6 +192,7 @@ CASES: list[tuple[Callable[..., Any], Callable[[], tuple[torch.Tensor, ...]]]] =
     (return_view_of_mutated_input, lambda: (torch.randn(2, 3),)),
     (inplace_view_ops, lambda: (torch.randn(1, 3, 2),)),
     (inplace_view_of_a_view, lambda: (torch.randn(3, 4),)),
+    (write_into_copying_reshape, lambda: (torch.randn(3, 4),)),
 ]
 
 

@@ -297,7 +297,7 @@ class _Functionalizer:
         if schema.is_mutable:
             self._mutation(node, target)
             return
-        if is_view_op(target):
+        if is_view_op(target) and _aliases_first_argument(node):
             parent = node.args[0]
             assert isinstance(parent, fx.Node)
             parent = self.resolve(parent)
@@ -453,6 +453,19 @@ class _Functionalizer:
             and bool(o.meta["example_value"].requires_grad) for o in flat)
         return FunctionalGraph(gm, mutated_indices, specs, len(user_values), len(kept),
                                requires_grad)
+
+
+def _aliases_first_argument(node: fx.Node) -> bool:
+    """Whether a view op's result really shares storage with its first argument: `reshape`
+    and `contiguous` copy when they must (then a write to the result stays there)."""
+    value = node.meta.get("example_value")
+    parent = node.args[0]
+    if not isinstance(value, torch.Tensor) or not isinstance(parent, fx.Node):
+        return True
+    base = parent.meta.get("example_value")
+    if not isinstance(base, torch.Tensor):
+        return True
+    return bool(value.untyped_storage()._cdata == base.untyped_storage()._cdata)
 
 
 def _bind_arguments(node: fx.Node, schema: Any) -> dict[str, Any]:

@@ -70,8 +70,7 @@ def _contiguous(value: fx.Node, emit: Emit, origin: fx.Node) -> fx.Node:
 
 
 def _reshape_back(view: fx.Node, parent: fx.Node, new: fx.Node, emit: Emit) -> fx.Node:
-    shape = list(_example(view.args[0]).shape) if isinstance(view.args[0], fx.Node) else None
-    assert shape is not None
+    shape = list(_example(parent).shape)
     return emit(aten.view.default, (_contiguous(new, emit, view), shape), {}, view)
 
 
