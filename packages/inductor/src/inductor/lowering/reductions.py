@@ -42,7 +42,7 @@ def reduce(
 ) -> BufferView:
     """Reduce `x` over `dims`; `value_fn(v, kept_index)` maps each loaded value first."""
     nd = len(x.size)
-    dims = sorted(dims)
+    dims = sorted(d for d in dims if d < nd)
     kept = [d for d in range(nd) if d not in dims]
     if keepdim:
         out_size = tuple(1 if d in dims else x.size[d] for d in range(nd))

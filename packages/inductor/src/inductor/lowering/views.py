@@ -224,6 +224,10 @@ def _cat(ctx: LoweringContext, tensors: Sequence[Any], dim: int = 0) -> Any:
     parts = [t for t in tensors if not (len(t.size) == 1 and t.size[0] == 0)]
     if len(parts) > 8:
         return NotImplemented
+    if not parts:
+        from inductor.lowering.pointwise import _filled
+
+        return _filled(ctx, 0)
     dtype = ctx.node.meta["example_value"].dtype if ctx.node is not None else parts[0].dtype
     offsets = []
     acc = 0
