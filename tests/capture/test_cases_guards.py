@@ -245,3 +245,97 @@ def test_two_backends_keep_two_entries():
     c1(t(4))
     assert (b1.frame_count, b2.frame_count) == (1, 1)
     assert (b1.calls, b2.calls) == (2, 1)
+
+
+class _Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(x).relu()
+
+
+def _compiled_net():
+    torch.manual_seed(0)
+    m = _Net()
+    capture.reset()
+    backend = CountingBackend()
+    return m, capture.optimize(m, backend=backend, fullgraph=True), backend
+
+
+def test_parameter_replaced_with_new_shape():
+    m, compiled, backend = _compiled_net()
+    x = t(2, 4)
+    assert_same(compiled(x), m(x))
+    m.fc = nn.Linear(4, 6)
+    assert_same(compiled(x), m(x))
+    assert backend.frame_count == 2
+
+
+def test_submodule_swapped_for_same_shape():
+    m, compiled, _ = _compiled_net()
+    x = t(2, 4)
+    compiled(x)
+    m.fc = nn.Linear(4, 4)
+    assert_same(compiled(x), m(x))
+
+
+def test_hook_added_after_compile_is_respected():
+    m, compiled, _ = _compiled_net()
+    x = t(2, 4)
+    compiled(x)
+    m.fc.register_forward_hook(lambda mod, inp, out: out * 10)
+    assert_same(compiled(x), m(x))
+
+
+def test_frozen_parameter_gets_no_grad():
+    m, compiled, _ = _compiled_net()
+    x = t(2, 4)
+    compiled(x).sum().backward()
+    m.zero_grad(set_to_none=True)
+    m.fc.weight.requires_grad_(False)
+    compiled(x).sum().backward()
+    assert m.fc.weight.grad is None
+    assert m.fc.bias.grad is not None
+
+
+def test_autocast_state_is_respected():
+    m, compiled, _ = _compiled_net()
+    x = t(2, 4)
+    compiled(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = m(x)
+        actual = compiled(x)
+    assert actual.dtype == expected.dtype == torch.bfloat16
+    assert_same(actual, expected)
+
+
+G_WEIGHT = torch.ones(4)
+
+
+def uses_global_tensor(x):
+    return x * G_WEIGHT
+
+
+def test_global_tensor_reassigned():
+    global G_WEIGHT
+    compiled, _ = _compile(uses_global_tensor)
+    try:
+        assert_same(compiled(t(4)), uses_global_tensor(t(4)))
+        G_WEIGHT = torch.full((4,), 3.0)
+        assert_same(compiled(t(4)), uses_global_tensor(t(4)))
+        G_WEIGHT = torch.full((1,), 2.0)
+        assert_same(compiled(t(4)), uses_global_tensor(t(4)))
+    finally:
+        G_WEIGHT = torch.ones(4)
+
+
+def test_global_tensor_mutated_in_place_is_seen():
+    compiled, _ = _compile(uses_global_tensor)
+    try:
+        compiled(t(4))
+        G_WEIGHT.mul_(5)
+        assert_same(compiled(t(4)), uses_global_tensor(t(4)))
+    finally:
+        G_WEIGHT.fill_(1.0)
