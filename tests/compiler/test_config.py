@@ -85,3 +85,14 @@ def test_wrong_types():
         {"guards.cache_size_limit": "8"}
     ):
         pass
+
+
+def test_verbose_through_the_front_door_prints_graph_guards_bytecode(capsys):
+    import torch
+
+    compiler.reset()
+    fast = compiler.compile(lambda x: torch.tanh(x) * 3, backend="eager")
+    with compiler.config.patch(verbose=True):
+        fast(torch.ones(2))
+    out = capsys.readouterr().out
+    assert "tanh" in out and "L['x']" in out and "LOAD_FAST" in out
