@@ -113,8 +113,13 @@ class OutputGraph:
         node_meta.set_example_value(node, example_value)
         tx = self.current_tx
         if tx is not None:
-            name = target if isinstance(target, str) else getattr(target, "__name__", str(target))
-            node_meta.set_user_meta(node, tx.stack_trace(), tx.nn_module_stack(), (node.name, target if not isinstance(target, str) else name))
+            origin = tx.fx_origin()
+            if isinstance(origin, torch.fx.Node) and node_meta.get_stack_trace(origin):
+                node_meta.copy_user_meta(origin, node)
+            else:
+                node_meta.set_user_meta(
+                    node, tx.stack_trace(), tx.nn_module_stack(), (node.name, target)
+                )
         return node
 
     def remove_node(self, node: torch.fx.Node) -> None:

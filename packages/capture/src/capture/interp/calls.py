@@ -175,6 +175,7 @@ def inline_function(
     kwargs: dict[str, Value],
     fn_value: Value | None = None,
     module_entry: tuple[str, tuple[str, type]] | None = None,
+    fx_module: object | None = None,
 ) -> Value:
     """Run a Python function's body symbolically in a child translator."""
     from capture.interp.translator import Translator
@@ -227,6 +228,7 @@ def inline_function(
         module_entry=module_entry,
         is_generator=is_gen,
     )
+    child.fx_module = fx_module
     return child.run()
 
 
@@ -272,7 +274,8 @@ def call_module(
     if isinstance(forward, MethodValue) and isinstance(forward.func, ConstantValue):
         func = forward.func.value
         if isinstance(func, types.FunctionType) and policy.decide(func) is not policy.Decision.GRAPH:
-            out = inline_function(tx, func, [mv, *args], kwargs, forward.func, entry)
+            fx_module = module if isinstance(module, torch.fx.GraphModule) else None
+            out = inline_function(tx, func, [mv, *args], kwargs, forward.func, entry, fx_module)
         else:
             out = call_value(tx, forward, args, kwargs)
     else:

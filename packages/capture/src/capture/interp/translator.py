@@ -55,6 +55,9 @@ class Translator:
         self.return_value: Value | None = None
         self.current: Instruction | None = None
         self.generator_items: list[Value] | None = [] if is_generator else None
+        # Set when this frame runs a GraphModule's generated forward (its nodes' metadata
+        # is carried over to the nodes traced from it).
+        self.fx_module: object | None = None
         if self.depth > MAX_INLINE_DEPTH:
             raise unsupported(
                 GraphBreakKind.UNSUPPORTED_CALL,
@@ -136,6 +139,24 @@ class Translator:
                 f"    {frame.text}\n"
             )
         return "".join(lines)
+
+    def fx_origin(self) -> object | None:
+        """The node of a compiled GraphModule this instruction came from, if any."""
+        import torch.fx
+
+        tx: Translator | None = self
+        while tx is not None:
+            gm = tx.fx_module
+            if isinstance(gm, torch.fx.GraphModule):
+                lineno_map = getattr(gm, "_lineno_map", None) or {}
+                start = getattr(gm, "_prologue_start", 0)
+                index = lineno_map.get(tx.lineno() - start)
+                if index is None:
+                    return None
+                nodes = list(gm.graph.nodes)
+                return nodes[index] if 0 <= index < len(nodes) else None
+            tx = tx.parent
+        return None
 
     def nn_module_stack(self) -> dict[str, tuple[str, type]]:
         stack: dict[str, tuple[str, type]] = {}
