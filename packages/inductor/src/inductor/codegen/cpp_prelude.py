@@ -8,20 +8,21 @@ PRELUDE = r"""
 #include <limits>
 #include <algorithm>
 
+/* Half types are stored as uint16_t and computed in float; bit casts (not memcpy) keep
+   the conversions vectorizable. */
 static inline float ind_f16_to_f32(uint16_t h) {
-  _Float16 v; std::memcpy(&v, &h, 2); return (float)v;
+  return (float)__builtin_bit_cast(_Float16, h);
 }
 static inline uint16_t ind_f32_to_f16(float f) {
-  _Float16 v = (_Float16)f; uint16_t h; std::memcpy(&h, &v, 2); return h;
+  return __builtin_bit_cast(uint16_t, (_Float16)f);
 }
 static inline float ind_bf16_to_f32(uint16_t h) {
-  uint32_t u = ((uint32_t)h) << 16; float f; std::memcpy(&f, &u, 4); return f;
+  return __builtin_bit_cast(float, ((uint32_t)h) << 16);
 }
 static inline uint16_t ind_f32_to_bf16(float f) {
-  uint32_t u; std::memcpy(&u, &f, 4);
-  if (f != f) return 0x7fc0;
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
+  uint32_t u = __builtin_bit_cast(uint32_t, f);
+  uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  return (uint16_t)(f != f ? 0x7fc0u : rounded);
 }
 static inline int64_t ind_floordiv(int64_t a, int64_t b) {
   int64_t q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
