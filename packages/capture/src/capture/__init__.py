@@ -75,7 +75,7 @@ def optimize(
     if isinstance(target, types.FunctionType):
         return CompiledFunction(target, backend_fn, name, fullgraph)
     if callable(target) and isinstance(getattr(target, "__call__", None), types.MethodType):
-        call_fn = target.__call__.__func__  # type: ignore[operator]  # bound __call__
+        call_fn = target.__call__.__func__
         return CompiledFunction(call_fn, backend_fn, name, fullgraph, target)
     raise TypeError(f"capture.optimize: cannot compile {type(target).__name__} objects")
 

@@ -73,9 +73,10 @@ def backend_name(backend: Backend | str) -> str:
     """A readable name for a backend (its registry name or its qualified name)."""
     if isinstance(backend, str):
         return backend
-    for name, fn in _registered.items():
+    for registered_name, fn in _registered.items():
         if fn is backend:
-            return name
+            return registered_name
     if backend is eager:
         return "eager"
-    return getattr(backend, "__qualname__", None) or getattr(backend, "__name__", repr(backend))
+    name = getattr(backend, "__qualname__", None) or getattr(backend, "__name__", None)
+    return name if isinstance(name, str) else repr(backend)

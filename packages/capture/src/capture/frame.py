@@ -121,7 +121,7 @@ class CompiledFunction:
         self._logged_fallback = False
         self._warned_limit = False
         _all_wrappers.add(self)
-        functools.update_wrapper(self, fn)  # type: ignore[arg-type]  # sets __wrapped__ etc.
+        functools.update_wrapper(self, fn)
 
     @property
     def limit(self) -> int:
@@ -333,14 +333,14 @@ def _replay_side_effects(cg: codegen.CodeBuilder, output: OutputGraph) -> None:
             cg.instrs.append(codegen.Instr("STORE_ATTR", name))
     for cell, contents in effects.cell_writes.values():
         cg.reconstruct(contents)
-        source = cell.source
-        if isinstance(source, LocalSource):
-            cg.instrs.append(codegen.Instr("STORE_DEREF", codegen.FreeVar(source.local)))
+        cell_source = cell.source
+        if isinstance(cell_source, LocalSource):
+            cg.instrs.append(codegen.Instr("STORE_DEREF", codegen.FreeVar(cell_source.local)))
         else:
-            assert isinstance(source, guards.ClosureSource)
-            cg.load_source(source.source)
+            assert isinstance(cell_source, guards.ClosureSource)
+            cg.load_source(cell_source.source)
             cg.emit(versions.load_attr("__closure__"))
-            cg.load_const(source.index)
+            cg.load_const(cell_source.index)
             cg.instrs.append(codegen.Instr("BINARY_SUBSCR"))
             cg.instrs.append(codegen.Instr("STORE_ATTR", "cell_contents"))
     for f_globals, name, gvalue in effects.global_writes.values():

@@ -70,8 +70,8 @@ class OptimizedModule(torch.nn.Module):
     def named_children(self) -> Any:
         return self._orig_mod.named_children()
 
-    def modules(self) -> Iterator[torch.nn.Module]:
-        return self._orig_mod.modules()
+    def modules(self, *args: Any, **kwargs: Any) -> Any:
+        return self._orig_mod.modules(*args, **kwargs)
 
     def named_modules(self, *args: Any, **kwargs: Any) -> Any:
         return self._orig_mod.named_modules(*args, **kwargs)

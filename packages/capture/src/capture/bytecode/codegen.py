@@ -12,7 +12,8 @@ import collections
 import types
 from typing import TYPE_CHECKING, Any
 
-from bytecode import Bytecode, FreeVar, Instr
+from bytecode import Bytecode
+from bytecode.instr import FreeVar, Instr
 from guards.sources import (
     AttrSource,
     BufferSource,
@@ -32,19 +33,22 @@ from capture.graph_break import GraphBreakKind, unsupported
 if TYPE_CHECKING:
     from capture.values import ObjectValue, TensorValue, Value
 
+__all__ = ["CodeBuilder", "FreeVar", "Instr", "assemble"]
+
 GRAPH_OUT = "__capture_graph_out"
 RETURN_TMP = "__capture_return"
 
 
 def rebuild_object(cls: type, attrs: dict[str, Any], items: dict[Any, Any] | None) -> object:
     """Recreate an object made inside the compiled function (no __init__ call)."""
-    obj = cls.__new__(cls)
+    new: Any = cls.__new__
+    obj: Any = new(cls)
     for name, value in attrs.items():
         object.__setattr__(obj, name, value)
     if items is not None:
         setitem = collections.OrderedDict.__setitem__ if isinstance(obj, collections.OrderedDict) else dict.__setitem__
         for key, value in items.items():
-            setitem(obj, key, value)  # type: ignore[operator]  # dict subclass instance
+            setitem(obj, key, value)
     return obj
 
 

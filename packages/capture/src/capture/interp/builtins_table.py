@@ -412,10 +412,10 @@ def dict_update(
             target.items.update(source.dict_items.items)
         else:
             for pair in _items(tx, source):
-                k, v = pair.unpack()
-                target.items[_const(k, "dict key")] = (k, v)
-    for k, v in kwargs.items():
-        target.items[k] = (ConstantValue(k), v)
+                key_value, item_value = pair.unpack()
+                target.items[_const(key_value, "dict key")] = (key_value, item_value)
+    for name, value in kwargs.items():
+        target.items[name] = (ConstantValue(name), value)
 
 
 @special(dict, collections.OrderedDict)
@@ -449,7 +449,8 @@ def _reduce(tx: Translator, args: list[Value], kwargs: dict[str, Value], op: Any
     if key is not None:
         keyed = [(_const(call_value(tx, key, [i], {}), "key"), n) for n, i in enumerate(items)]
         best = op(keyed, key=lambda p: p[0])
-        return items[best[1]]
+        chosen: Value = items[best[1]]
+        return chosen
     raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"{name}() of non-constants")
 
 
@@ -560,7 +561,7 @@ def _partial(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Val
 @special(dataclasses.fields)
 def _fields(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     value = args[0]
-    cls = value.value if isinstance(value, ConstantValue) else value.python_type()
+    cls: Any = value.value if isinstance(value, ConstantValue) else value.python_type()
     return TupleValue([ConstantValue(f) for f in dataclasses.fields(cls)])
 
 
@@ -670,8 +671,8 @@ def _ctx_enter(tx: Translator, ctx: ContextValue) -> Value:
             {},
             None,
         )
-        real = torch.autocast(str(device_type), dtype=dtype, enabled=bool(enabled), cache_enabled=cache)  # type: ignore[arg-type]
-        real.__enter__()
+        real = torch.autocast(str(device_type), dtype=dtype, enabled=bool(enabled), cache_enabled=cache)  # type: ignore[arg-type]  # dtype/cache come from user constants
+        real.__enter__()  # type: ignore[no-untyped-call]  # torch's autocast is untyped
         ctx.state = (node, real)
     return ctx
 
@@ -685,7 +686,8 @@ def context_exit(tx: Translator, args: list[Value], kwargs: dict[str, Value]) ->
     elif ctx.kind == "autocast":
         from torch.amp import autocast_mode
 
-        node, real = ctx.state  # type: ignore[misc]  # set by _ctx_enter
+        state: Any = ctx.state  # set by _ctx_enter: (node, real autocast)
+        node, real = state
         tx.output.create_node("call_function", autocast_mode._exit_autocast, (node,), {}, None)
         real.__exit__(None, None, None)
     return NONE
@@ -945,7 +947,7 @@ def _returns(value: object) -> SpecialHandler:
     return handle
 
 
-for _fn in (torch.jit.is_scripting, torch.jit.is_tracing, torch._C._get_tracing_state):
+for _fn in (torch.jit.is_scripting, torch.jit.is_tracing, torch._C._get_tracing_state):  # type: ignore[attr-defined]  # re-exported at runtime
     special(_fn)(_returns(False if _fn is not torch._C._get_tracing_state else None))
 # NOTE: libraries (transformers, timm) take their compiler-friendly paths when these say
 # True; capture is a compiler, so it answers True while tracing.
@@ -1078,21 +1080,21 @@ def _module_members(kind: str) -> SpecialHandler:
 
 
 def _find_name(module: torch.nn.Module, obj: object, kind: str) -> str:
-    table = {
+    tables: dict[str, Callable[[], Any]] = {
         "parameters": module.named_parameters,
         "buffers": module.named_buffers,
         "children": module.named_children,
         "modules": module.named_modules,
-    }[kind]
-    for name, member in table():
+    }
+    for name, member in tables[kind]():
         if member is obj:
-            return name
+            return str(name)
     return ""
 
 
-for _kind in ("parameters", "named_parameters", "buffers", "named_buffers", "children",
-              "named_children", "modules", "named_modules"):
-    special(getattr(torch.nn.Module, _kind))(_module_members(_kind))
+for _member in ("parameters", "named_parameters", "buffers", "named_buffers", "children",
+                "named_children", "modules", "named_modules"):
+    special(getattr(torch.nn.Module, _member))(_module_members(_member))
 
 
 def _real_callable(value: Value) -> Any:

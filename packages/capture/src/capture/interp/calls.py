@@ -87,9 +87,11 @@ def call_python(
         assert isinstance(obj, types.FunctionType)
         return inline_function(tx, obj, args, kwargs, fn_value)
     if decision is policy.Decision.GRAPH:
+        assert callable(obj)
         if policy.is_tensor_method(obj) and args and isinstance(args[0], TensorValue):
-            return torch_ops.call_torch(tx, obj, args, kwargs, method=obj.__name__)  # type: ignore[attr-defined]
-        return torch_ops.call_torch(tx, obj, args, kwargs)  # type: ignore[arg-type]
+            name = getattr(obj, "__name__", "")
+            return torch_ops.call_torch(tx, obj, args, kwargs, method=name)
+        return torch_ops.call_torch(tx, obj, args, kwargs)
     folded = builtins_table.try_fold(obj, args, kwargs)
     if folded is not None:
         return folded
@@ -269,8 +271,7 @@ def call_module(
         if not (isinstance(result, ConstantValue) and result.value is None):
             args = result.unpack() if isinstance(result, TupleValue) else [result]
     forward = get_attr(tx, mv, "forward")
-    key = mv.path
-    entry = (key, (mv.path, type(module)))
+    entry: tuple[str, tuple[str, type]] = (mv.path, (mv.path, type(module)))
     if isinstance(forward, MethodValue) and isinstance(forward.func, ConstantValue):
         func = forward.func.value
         if isinstance(func, types.FunctionType) and policy.decide(func) is not policy.Decision.GRAPH:

@@ -341,7 +341,8 @@ def get_item(tx: Translator, container: Value, key: Value) -> Value:
                 return ListValue(items)
             return TupleValue(items)
         try:
-            return container.items[index]
+            item: Value = container.items[index]
+            return item
         except (IndexError, TypeError) as e:
             raise unsupported(GraphBreakKind.EXCEPTION, f"indexing raised {e}") from None
     if isinstance(container, DictValue):

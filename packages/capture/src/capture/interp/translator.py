@@ -49,7 +49,7 @@ class Translator:
         self.locals = f_locals
         self.cells = cells
         self.parent = parent
-        self.depth = 0 if parent is None else parent.depth + 1
+        self.depth: int = 0 if parent is None else parent.depth + 1
         self.module_entry = module_entry
         self.kw_names: tuple[str, ...] = ()
         self.return_value: Value | None = None

@@ -144,7 +144,7 @@ def wrap(output: OutputGraph, obj: object, source: Source | None) -> Value:
     if cls in (set, frozenset) and all(is_literal(k) for k in obj):  # type: ignore[attr-defined]
         if source is not None:
             output.add_guard(source, GuardKind.TYPE_MATCH, cls)
-            output.add_guard(source, GuardKind.CONST_EQ, frozenset(obj))  # type: ignore[arg-type]
+            output.add_guard(source, GuardKind.CONST_EQ, frozenset(obj))  # type: ignore[call-overload]  # set/frozenset checked above
         if cls is frozenset:
             return ConstantValue(obj, source)
         svalue = SetValue({k: ConstantValue(k) for k in obj}, source)  # type: ignore[attr-defined]
