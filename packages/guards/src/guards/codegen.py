@@ -28,7 +28,7 @@ from guards.checks import (
     TensorMatch,
     TypeMatch,
 )
-from guards.dispatch_keys import learn, memo_for
+from guards.dispatch_keys import keyset_equals
 from guards.state import current_backend
 from guards.tree import GuardNode, GuardTree
 
@@ -73,6 +73,16 @@ class Emitter:
             name = f"{hint}{len(self.const_values)}"
             self.const_names[key] = name
             self.const_values.append(value)
+            self.const_order.append(name)
+        return name
+
+    def const_keyed(self, key: object, make: Callable[[], object], hint: str = "c") -> str:
+        """The closure variable for the value `make()` builds, shared by every use of `key`."""
+        name = self.const_names.get(key)
+        if name is None:
+            name = f"{hint}{len(self.const_values)}"
+            self.const_names[key] = name
+            self.const_values.append(make())
             self.const_order.append(name)
         return name
 
@@ -223,11 +233,15 @@ def _tensor(check: TensorMatch, var: str, out: Emitter) -> None:
         conditions += [f"{sizes}[{i}] == {size}"
                        for i, size in enumerate(check.shape) if size is not None]
     conditions += _stride_conditions(check, var, sizes, out)
-    if check.dispatch_keys is not None:
-        memo = out.const(memo_for(check.dispatch_keys), "keys_memo")
-        learn_keys = out.const(learn, "learn_keys")
-        conditions.append(f"(id({var}) in {memo} or {learn_keys}({memo}, {var}, "
-                          f"{check.dispatch_keys}))")
+    expected_keys = check.dispatch_keys
+    if expected_keys is not None:
+        import torch
+
+        # NOTE: read every time: a live tensor's key set can change (see dispatch_keys.py).
+        keys_of = out.const(torch._C._dispatch_keys, "keys_of")
+        equals = out.const_keyed(("keys", expected_keys),
+                                 lambda: keyset_equals(expected_keys), "keys_eq")
+        conditions.append(f"{equals}({keys_of}({var}))")
     out.require(" and ".join(conditions))
 
 

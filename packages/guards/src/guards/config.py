@@ -29,8 +29,8 @@ OPTIONS: dict[str, Option] = {
         "caller should run eagerly."),
     "tensor_dispatch_keys": Option(
         1, "GUARDS_TENSOR_DISPATCH_KEYS",
-        "1: TensorMatch.from_tensor records the dispatch key set (memoized per live tensor; "
-        "about one eager small op per new tensor object). 0: leave dispatch keys unchecked."),
+        "1: TensorMatch.from_tensor records the dispatch key set, read on every check "
+        "(about 0.3 us per tensor). 0: leave dispatch keys unchecked."),
 }
 
 
