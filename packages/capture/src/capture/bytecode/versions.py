@@ -117,7 +117,9 @@ def compare_eq() -> list[Instr]:
 def list_to_tuple() -> list[Instr]:
     """Convert the list on top of the stack into a tuple."""
     if PY312_PLUS:
-        return [Instr("CALL_INTRINSIC_1", 6)]
+        from bytecode.instr import Intrinsic1Op
+
+        return [Instr("CALL_INTRINSIC_1", Intrinsic1Op.INTRINSIC_LIST_TO_TUPLE)]
     return [Instr("LIST_TO_TUPLE")]
 
 
