@@ -61,7 +61,7 @@ def test_decode_resolves_jump_targets() -> None:
 
 def test_selfcheck_current_python() -> None:
     out = subprocess.run(
-        [sys.executable, str(HERE / "_bytecode_selfcheck.py"), str(SRC)],
+        [sys.executable, str(HERE / "test_bytecode_selfcheck.py"), str(SRC)],
         capture_output=True, text=True, check=False,
     )
     assert out.returncode == 0, out.stderr
@@ -79,7 +79,7 @@ def test_selfcheck_other_pythons(python: str | None) -> None:
     if python is None:
         pytest.skip("no other Python with `bytecode` (set CAPTURE_TEST_PYTHONS)")
     out = subprocess.run(
-        [python, str(HERE / "_bytecode_selfcheck.py"), str(SRC)],
+        [python, str(HERE / "test_bytecode_selfcheck.py"), str(SRC)],
         capture_output=True, text=True, check=False,
         env={**os.environ, "PYTHONPATH": str(SRC.parent.parent / "guards" / "src")},
     )

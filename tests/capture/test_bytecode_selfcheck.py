@@ -1,6 +1,6 @@
 """Checks of capture's bytecode layer that need no torch (run under any Python >= 3.11).
 
-Run directly (`python _bytecode_selfcheck.py <path to packages/capture/src>`): it stubs the
+Run directly (`python test_bytecode_selfcheck.py <path to packages/capture/src>`): it stubs the
 `capture` package so that only `capture.bytecode` (and `bytecode`) are imported, then checks
 decoding, version facts and assembling runnable code objects. Prints OK or raises.
 """
