@@ -6,6 +6,7 @@ ATen FX graph -> lower (LoweringContext) -> dead-code removal -> fusion -> local
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -97,10 +98,45 @@ def _users(steps: list[Step]) -> dict[str, set[int]]:
     return users
 
 
+_plans: dict[str, Planned] = {}
+
+
+def clear_plan_cache() -> None:
+    _plans.clear()
+
+
+def graph_key(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> str | None:
+    """A key for the in-process plan cache: the graph's code, every value's metadata, the
+    constants' contents and the options that change codegen; None when not cacheable."""
+    parts = [gm.code, repr(config.codegen_key())]
+    for x in example_inputs:
+        parts.append(_meta_text(x))
+    for node in gm.graph.nodes:
+        parts.append(_meta_text(node.meta.get("example_value")))
+        if node.op == "get_attr":
+            t = getattr(gm, str(node.target), None)
+            if not isinstance(t, torch.Tensor) or t.numel() > 4096 or t.is_sparse:
+                return None
+            parts.append(repr(t.detach().cpu().flatten().tolist()))
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def _meta_text(v: object) -> str:
+    if isinstance(v, torch.Tensor):
+        return f"T{tuple(v.shape)}{v.stride()}{v.storage_offset()}{v.dtype}{v.device}"
+    if isinstance(v, (tuple, list)):
+        return "(" + ",".join(_meta_text(x) for x in v) + ")"
+    return repr(v) if isinstance(v, (int, float, bool, type(None))) else type(v).__name__
+
+
 def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> CompiledGraph:
     """Compile an ATen FX graph (the ATen-graph compiler contract in INTERFACES.md)."""
     t0 = time.perf_counter()
-    planned = plan(gm, example_inputs)
+    key = graph_key(gm, example_inputs)
+    cached = _plans.get(key) if key is not None else None
+    planned = cached if cached is not None else plan(gm, example_inputs)
+    if key is not None and cached is None:
+        _plans[key] = planned
     t1 = time.perf_counter()
     kernels = list(planned.kernels.values())
     functions = load_kernels(kernels)

@@ -232,7 +232,10 @@ def load_kernels(kernels: Sequence[CppKernel]) -> dict[str, Any]:
 
 
 def clear_memory_cache() -> None:
-    """Forget loaded libraries (tests use this to exercise the on-disk cache)."""
+    """Forget loaded libraries and cached plans (to exercise the on-disk cache)."""
+    from inductor import pipeline
+
     with _lock:
         _loaded.clear()
         _functions.clear()
+    pipeline.clear_plan_cache()
