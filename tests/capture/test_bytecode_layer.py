@@ -39,6 +39,8 @@ def test_every_opcode_has_a_handler_or_is_listed() -> None:
     for name in dis.opmap:
         if name.startswith(("INSTRUMENTED_", "ENTER_EXECUTOR")) or name in NOT_HANDLED:
             continue
+        if dis.opmap[name] >= 256:
+            continue  # pseudo-instructions: the compiler removes them before code objects exist
         if versions.normalize_opname(name) not in HANDLERS:
             missing.append(name)
     assert not missing, f"opcodes without a handler or an explicit entry: {missing}"
