@@ -53,7 +53,9 @@ def _loss(out):
     return out.loss
 
 
-VIA = ["capture", "compiler"]
+# NOTE: each model takes seconds to capture; the default run checks each model once through
+# capture, the `slow` run also through compiler.compile and the extra variants.
+VIA = ["capture", pytest.param("compiler", marks=pytest.mark.slow)]
 
 
 @pytest.mark.parametrize("via", VIA)
@@ -68,6 +70,7 @@ def test_gpt2_training_step(via):
                         _loss, via)
 
 
+@pytest.mark.slow
 def test_gpt2_training_step_with_dropout():
     ids = _ids()
     check_training_step(_gpt2(dropout=0.1), {"input_ids": ids, "labels": ids,
@@ -88,6 +91,7 @@ def test_bert_training_step(via):
                                   "labels": labels}, _loss, via)
 
 
+@pytest.mark.slow
 def test_bert_inference_with_token_type_ids():
     types = torch.zeros(2, SEQ, dtype=torch.long)
     types[:, SEQ // 2:] = 1
