@@ -281,13 +281,16 @@ def _set(holder: Any, key: Any, value: object) -> None:
 def test_compiled_and_interpreted_agree(rng: random.Random) -> None:
     L = {name: _value(rng, 3) for name in ("x", "y", "cfg")[: rng.randint(1, 3)]}
     tree = _build(rng, L).build()
-    guard = compile_guard(tree)
+    names = list(L)
+    guard = compile_guard(tree, names)  # NOTE: also the positional variant, fn_args
+    assert guard.fn_args is not None
     assert guard.fn(L, {}) == (interpret(tree, L, {}) is None), guard.source
     for _ in range(10):
         inputs = _mutate(rng, L)
         passed = guard.fn(inputs, {})
         failure = interpret(tree, inputs, {})
         assert passed == (failure is None), (guard.source, failure)
+        assert guard.fn_args(*[inputs[name] for name in names], {}) == passed, guard.source
         if not passed:
             reason = explain(tree, inputs, {})
             assert isinstance(reason, str) and reason
@@ -343,13 +346,16 @@ def test_module_and_global_sources_agree(rng: random.Random) -> None:
             b.add(source, _check_for(rng, value))
     b.add(AttrSource(root, "training"), EqualsMatch(True))
     tree = b.build()
-    guard = compile_guard(tree)
+    guard = compile_guard(tree, ["self"])
+    assert guard.fn_args is not None
 
     def frames(m: _Block) -> tuple[dict[str, object], dict[str, object]]:
-        return ({}, {"model": m}) if in_globals else ({"self": m}, {})
+        return ({"self": None}, {"model": m}) if in_globals else ({"self": m}, {})
 
     L, G = frames(model)
     assert guard.fn(L, G) == (interpret(tree, L, G) is None), guard.source
     for _ in range(6):
         L, G = frames(_mutate_module(rng, model))
-        assert guard.fn(L, G) == (interpret(tree, L, G) is None), guard.source
+        passed = guard.fn(L, G)
+        assert passed == (interpret(tree, L, G) is None), guard.source
+        assert guard.fn_args(L["self"], G) == passed, guard.source

@@ -100,3 +100,15 @@ def test_concurrent_lookups_and_adds() -> None:
         t.join()
     assert not errors
     assert sorted(e.value for e in cache.entries) == list(range(8))
+
+
+def test_positional_check_args() -> None:
+    cache: GuardCache[str] = GuardCache(limit=4)
+    plain = cache.add(_tree(1), "plain")
+    assert plain.check_args is None
+    entry = cache.add(_tree(2), "positional", arg_names=("n", "unused"))
+    assert entry.check_args is not None
+    assert entry.check_args(2, object(), {}) is True
+    assert entry.check_args(3, object(), {}) is False
+    absent = cache.add(_tree(2), "absent", arg_names=("m",))
+    assert absent.check_args is not None and absent.check_args(2, {}) is False  # no local n

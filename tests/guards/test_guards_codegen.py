@@ -56,13 +56,12 @@ class TestGuardCodegen(expecttest.TestCase):
 def make(grad_enabled0, default_dtype1, dtype2, deterministic3, autocast_enabled4, autocast_dtype5, any_autocast6, cls7, cls8, shape9, cls10):
     def guard(L, G):
         try:
-            if not (grad_enabled0() is True):
-                return False
-            if not (default_dtype1() is dtype2):
-                return False
-            if not (deterministic3() is False):
-                return False
-            if not (any_autocast6() is False or (autocast_enabled4('cpu') is False)):
+            if not (
+                (grad_enabled0() is True) and
+                (default_dtype1() is dtype2) and
+                (deterministic3() is False) and
+                (any_autocast6() is False or (autocast_enabled4('cpu') is False))
+            ):
                 return False
             v0 = L['self']  # L['self']
             if not (type(v0) is cls7):
@@ -84,9 +83,10 @@ def make(grad_enabled0, default_dtype1, dtype2, deterministic3, autocast_enabled
                 return False
             v8 = v6.shape[0]  # L['x'].shape[0]
             sym_s0 = v8
-            if not (type(sym_s0) is int):
-                return False
-            if not ((sym_s0 % 8) == 0):
+            if not (
+                (type(sym_s0) is int) and
+                ((sym_s0 % 8) == 0)
+            ):
                 return False
             v9 = L['mode']  # L['mode']
             if not ((type(v9) is tuple and len(v9) == 3 and (type(v9[0]) is str and v9[0] == 'train') and (type(v9[1]) is int and v9[1] == 2) and v9[2] is None)):

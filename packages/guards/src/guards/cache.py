@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import CodeType
 from typing import Generic, TypeVar
@@ -29,13 +30,16 @@ class CacheLimitReached(RuntimeError):
 class CacheEntry(Generic[T]):
     """One cached entry: the guard tree, its compiled check and the caller's compiled value."""
 
-    __slots__ = ("__weakref__", "check", "guard", "hits", "tree", "value")
+    __slots__ = ("__weakref__", "check", "check_args", "guard", "hits", "tree", "value")
 
     def __init__(self, tree: GuardTree, guard: CompiledGuard, value: T) -> None:
         self.tree = tree
         self.guard = guard
         #: The raw generated function, `check(L, G) -> bool`.
         self.check: GuardFn = guard.fn
+        #: The positional variant `check_args(*locals, G) -> bool` (locals in
+        #: `guard.arg_names` order), when the guard was compiled with `arg_names`; else None.
+        self.check_args: Callable[..., bool] | None = guard.fn_args
         self.value = value
         self.hits = 0
 
@@ -140,12 +144,14 @@ class GuardCache(Generic[T]):
                 self._limit_reported = True
         return MissReport(reasons, full, first, self.limit)
 
-    def add(self, tree: GuardTree, value: T, guard: CompiledGuard | None = None) -> CacheEntry[T]:
-        """Compile `tree` (unless `guard` is given) and put the entry first.
+    def add(self, tree: GuardTree, value: T, guard: CompiledGuard | None = None,
+            arg_names: Sequence[str] | None = None) -> CacheEntry[T]:
+        """Compile `tree` (unless `guard` is given; with `arg_names` the entry also gets the
+        positional `check_args`) and put the entry first.
 
         Raises CacheLimitReached if the cache is full.
         """
-        compiled = guard if guard is not None else compile_guard(tree)
+        compiled = guard if guard is not None else compile_guard(tree, arg_names)
         entry = CacheEntry(tree, compiled, value)
         with self._lock:
             if len(self._entries) >= self.limit:

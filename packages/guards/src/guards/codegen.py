@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,7 @@ from guards.checks import (
     TypeMatch,
 )
 from guards.dispatch_keys import keyset_equals
+from guards.sources import LocalSource
 from guards.state import current_backend
 from guards.tree import GuardNode, GuardTree
 
@@ -40,12 +41,16 @@ SYMBOL_PREFIX = "sym_"
 
 @dataclass(frozen=True, slots=True)
 class CompiledGuard:
-    """A compiled guard: `fn(L, G) -> bool`, the Python `source` it was generated from, and
-    the `tree` it came from (for explanations)."""
+    """A compiled guard: `fn(L, G) -> bool`, the Python `source` it was generated from, the
+    `tree` it came from (for explanations), and optionally `fn_args`, the same check taking
+    the locals named by `arg_names` positionally: `fn_args(x, y, G)`."""
 
     fn: GuardFn
     source: str
     tree: GuardTree
+    #: With `compile_guard(tree, arg_names)`: `fn_args(*locals_in_arg_names_order, G)`.
+    fn_args: Callable[..., bool] | None = None
+    arg_names: tuple[str, ...] = ()
 
     def __call__(self, L: dict[str, object], G: dict[str, object]) -> bool:
         """Run the check (calling `.fn` directly saves one indirection)."""
@@ -60,6 +65,7 @@ class Emitter:
         self.const_names: dict[object, str] = {}
         self.const_values: list[object] = []
         self.const_order: list[str] = []
+        self._pending: list[str] = []
         self._locals = 0
 
     def const(self, value: object, hint: str = "c") -> str:
@@ -93,13 +99,31 @@ class Emitter:
         return name
 
     def require(self, condition: str) -> None:
-        """Emit: fail unless `condition` holds."""
-        self.lines.append(f"if not ({condition}):")
-        self.lines.append("    return False")
+        """Emit: fail unless `condition` holds.
+
+        Consecutive requirements share one `if not (a and b and ...): return False` (same
+        order, same short-circuit), which saves a jump and a test per check.
+        """
+        self._pending.append(condition)
 
     def emit(self, line: str) -> None:
-        """Emit one statement."""
+        """Emit one statement (after the pending requirements)."""
+        self.flush()
         self.lines.append(line)
+
+    def flush(self) -> None:
+        """Write out the pending requirements as one `if`."""
+        if not self._pending:
+            return
+        if len(self._pending) == 1:
+            self.lines.append(f"if not ({self._pending[0]}):")
+        else:
+            self.lines.append("if not (")
+            self.lines.extend(f"    ({condition}) and" for condition in self._pending[:-1])
+            self.lines.append(f"    ({self._pending[-1]})")
+            self.lines.append("):")
+        self.lines.append("    return False")
+        self._pending.clear()
 
 
 CheckEmitter = Callable[[Any, str, Emitter], None]
@@ -297,41 +321,77 @@ def _relation(check: RelationCheck, var: str, out: Emitter) -> None:
     out.require(check.relation.render(SYMBOL_PREFIX))
 
 
-def _emit_node(node: GuardNode, base: str, out: Emitter) -> None:
-    var = out.fresh()
-    out.emit(f"{var} = {node.source.code(base, out.const)}  # {node.source.name()}")
+def _emit_node(node: GuardNode, base: str, out: Emitter,
+               args: dict[str, str] | None = None) -> None:
+    source = node.source
+    if args is not None and isinstance(source, LocalSource):
+        if source.local not in args:
+            out.require("False")  # NOTE: an absent local, as a KeyError on L would be
+            return
+        var = args[source.local]  # NOTE: a parameter of the positional variant
+    else:
+        var = out.fresh()
+        out.emit(f"{var} = {source.code(base, out.const)}  # {source.name()}")
     for check in node.checks:
         EMITTERS[type(check)](check, var, out)
     for child in node.children:
         _emit_node(child, var, out)
 
 
-def generate(tree: GuardTree) -> tuple[str, list[object], list[str]]:
-    """The source of `make(<constants>) -> guard`, the constant values and their names."""
-    out = Emitter()
+def _body(tree: GuardTree, out: Emitter, args: dict[str, str] | None) -> list[str]:
+    out.lines = []
     for check in tree.root_checks:
         EMITTERS[type(check)](check, "None", out)
     for node in tree.children:
-        _emit_node(node, "L", out)
+        _emit_node(node, "L", out, args)
     out.emit("return True")
+    return out.lines
+
+
+def _function(header: str, lines: list[str]) -> str:
+    body = "\n".join("            " + line for line in lines)
+    return (f"    def {header}:\n"
+            f"        try:\n"
+            f"{body}\n"
+            f"        except Exception:\n"
+            f"            return False\n")
+
+
+def generate(tree: GuardTree, arg_names: Sequence[str] | None = None
+             ) -> tuple[str, list[object], list[str]]:
+    """The source of `make(<constants>)`, the constant values and their names.
+
+    `make` returns `guard(L, G)`, or with `arg_names` the pair `(guard, guard_args)` where
+    `guard_args(a0, a1, ..., G)` takes the local `arg_names[i]` as its i-th argument and
+    treats any other local as absent: `guard_args(*values, G) == guard(dict(zip(arg_names,
+    values)), G)`.
+    """
+    out = Emitter()
+    functions = _function("guard(L, G)", _body(tree, out, None))
+    result = "guard"
+    if arg_names is not None:
+        params = {name: f"a{i}" for i, name in enumerate(arg_names)}
+        header = f"guard_args({''.join(p + ', ' for p in params.values())}G)"
+        functions += _function(header, _body(tree, out, params))
+        result = "guard, guard_args"
     names = out.const_order
-    body = "\n".join("            " + line for line in out.lines)
-    source = (
-        f"def make({', '.join(names)}):\n"
-        f"    def guard(L, G):\n"
-        f"        try:\n"
-        f"{body}\n"
-        f"        except Exception:\n"
-        f"            return False\n"
-        f"    return guard\n"
-    )
+    source = f"def make({', '.join(names)}):\n{functions}    return {result}\n"
     return source, out.const_values, names
 
 
-def compile_guard(tree: GuardTree) -> CompiledGuard:
-    """Generate and compile the fast check for `tree`."""
-    source, values, _ = generate(tree)
+def compile_guard(tree: GuardTree, arg_names: Sequence[str] | None = None) -> CompiledGuard:
+    """Generate and compile the fast check for `tree`.
+
+    With `arg_names` (for example a function's parameter names), the result also has
+    `fn_args(v0, v1, ..., G)`, the same check taking the locals positionally, so that a
+    caller need not build the dict L: `fn_args(*values, G) == fn(dict(zip(arg_names,
+    values)), G)` (a local the tree reads that is not named is absent: the guard fails).
+    """
+    source, values, _ = generate(tree, arg_names)
     namespace: dict[str, Any] = {}
     exec(compile(source, "<guard>", "exec"), namespace)  # noqa: S102  # our own generated code
-    fn: GuardFn = namespace["make"](*values)
-    return CompiledGuard(fn, source, tree)
+    made = namespace["make"](*values)
+    if arg_names is None:
+        return CompiledGuard(made, source, tree)
+    fn, fn_args = made
+    return CompiledGuard(fn, source, tree, fn_args, tuple(arg_names))
