@@ -4,19 +4,27 @@ Run: `hatch run bench guards` (or `python tools/bench/guards.py [--quick]`).
 Cases: (a) one tensor argument, (b) eight tensor arguments and four Python constants,
 (c) a module whose parameters are reached as `self.layers[i].weight`, for 25..200 layers.
 Each guard tree also holds the global-state and backend checks a real entry has.
-Timings: `time.perf_counter_ns` over batches of calls; each round takes the median batch,
-and the best round is reported. Targets (PASS/FAIL printed, exit status 0 either way):
+Timings: `time.perf_counter_ns` over many short batches of calls (about 50 us each), the
+fastest batch reported: on a loaded machine (other jobs on the same cores) a long batch is
+almost always preempted, a short one often is not, and preemption only ever adds time. The
+eager add is measured the same way in the same run, so the ratios are like for like; the
+load average is printed. Targets (PASS/FAIL printed, exit status 0 either way):
 (a) compiled <= 0.25x eager add, (b) <= 1.0x, (c) linear in the number of accessors,
 and the interpreted walk >= 5x slower than the compiled check in every case.
+Rows "positional" time `fn_args` (`compile_guard(tree, arg_names)`), which takes the
+locals as arguments instead of a dict. `--floor` also prints the cost of each Python-level
+primitive the generated check is made of, and the sum of the unavoidable ones per case
+(what a perfect generated function would still cost in pure Python).
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import pathlib
-import statistics
 import sys
 import time
+import timeit
 from collections.abc import Callable
 from typing import Any
 
@@ -56,35 +64,40 @@ def eager_backend(gm: Any, example_inputs: Any) -> Any:
     return gm
 
 
-def measure(fn: Callable[..., object], args: tuple[Any, ...], number: int,
-            rounds: int = 7, batches: int = 5) -> float:
-    """Best over rounds of the median batch, in ns per call."""
+def _batch_size(fn: Callable[..., object], args: tuple[Any, ...], budget_ns: int) -> int:
+    """Calls per batch so that one batch takes about `budget_ns`."""
+    start = time.perf_counter_ns()
+    for _ in range(20):
+        fn(*args)
+    per_call = max((time.perf_counter_ns() - start) / 20, 1.0)
+    return max(int(budget_ns / per_call), 3)
+
+
+def measure(fn: Callable[..., object], args: tuple[Any, ...], batches: int = 400,
+            budget_ns: int = 50_000) -> float:
+    """The fastest of `batches` short batches of calls, in ns per call (see module doc)."""
+    number = _batch_size(fn, args, budget_ns)
     best = float("inf")
-    for _ in range(rounds):
-        samples = []
-        for _ in range(batches):
-            start = time.perf_counter_ns()
-            for _ in range(number):
-                fn(*args)
-            samples.append((time.perf_counter_ns() - start) / number)
-        best = min(best, statistics.median(samples))
+    loop = range(number)
+    for _ in range(batches):
+        start = time.perf_counter_ns()
+        for _ in loop:
+            fn(*args)
+        best = min(best, (time.perf_counter_ns() - start) / number)
     return best
 
 
 def measure_fresh(fn: Callable[[dict[str, object], dict[str, object]], object],
-                  make_locals: Callable[[], dict[str, object]], number: int,
-                  rounds: int = 7, batches: int = 5) -> float:
+                  make_locals: Callable[[], dict[str, object]], batches: int = 400,
+                  number: int = 20) -> float:
     """Like `measure`, but every call gets new tensor objects (made outside the timing)."""
     best = float("inf")
-    for _ in range(rounds):
-        samples = []
-        for _ in range(batches):
-            calls = [make_locals() for _ in range(number)]
-            start = time.perf_counter_ns()
-            for L in calls:
-                fn(L, {})
-            samples.append((time.perf_counter_ns() - start) / number)
-        best = min(best, statistics.median(samples))
+    for _ in range(batches):
+        calls = [make_locals() for _ in range(number)]
+        start = time.perf_counter_ns()
+        for L in calls:
+            fn(L, {})
+        best = min(best, (time.perf_counter_ns() - start) / number)
     return best
 
 
@@ -140,13 +153,106 @@ def _verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
 
+def primitive(stmt: str, env: dict[str, Any], batches: int = 300, number: int = 200) -> float:
+    """ns of one `stmt` (fastest short batch, minus the empty timeit loop)."""
+    timer = timeit.Timer(stmt, globals=env)
+    empty = timeit.Timer("pass", globals=env)
+    best = min(timer.timeit(number) for _ in range(batches)) / number
+    loop = min(empty.timeit(number) for _ in range(batches)) / number
+    return max(best - loop, 0.0) * 1e9
+
+
+def floor_table(add_ns: float) -> None:
+    """The cost of each primitive a generated check is made of, and per case the sum of the
+    ones no pure-Python check can skip (see module doc)."""
+    from guards.state import current_backend
+
+    x = torch.randn(4, 8)
+    one = torch.randn(1)
+    keys = torch._C._dispatch_keys(x)
+
+    def call(L: object, G: object) -> bool:
+        return True
+
+    env: dict[str, Any] = {
+        "torch": torch, "x": x, "one": one, "L": {"x": x, "n": 3}, "G": {}, "n": 3, "call": call,
+        "T": torch.Tensor, "f32": torch.float32, "sh": torch.Size([4, 8]),
+        "sh1": torch.Size([1]), "st": (8, 1),
+        "grad": torch._C.is_grad_enabled, "default_dtype": torch.get_default_dtype,
+        "determ": torch._C._get_deterministic_algorithms,
+        "any_autocast": torch._C._is_any_autocast_enabled,
+        "autocast_on": torch.is_autocast_enabled, "backend": current_backend,
+        "keys_of": torch._C._dispatch_keys, "keys_eq": keys.__eq__, "raw": keys.raw_repr(),
+        "m": torch.nn.Linear(2, 2), "ml": torch.nn.ModuleList([torch.nn.Linear(2, 2)]),
+    }
+    rows: list[tuple[str, str, str]] = [
+        # (group, label, statement)
+        ("call", "call fn(L, G) (empty body)", "call(L, G)"),
+        ("global", "torch._C.is_grad_enabled() is True", "grad() is True"),
+        ("global", "torch.get_default_dtype() is f32", "default_dtype() is f32"),
+        ("global", "torch._C._get_deterministic_algorithms() is False", "determ() is False"),
+        ("global", "torch._C._is_any_autocast_enabled() is False", "any_autocast() is False"),
+        ("global", "current_backend() is b (ContextVar.get)", "backend() is None"),
+        ("", "  alt: torch.is_autocast_enabled('cpu')", "autocast_on('cpu')"),
+        ("", "  alt: torch._C._dispatch_tls_local_include_set()",
+         "torch._C._dispatch_tls_local_include_set()"),
+        ("local", "L['x'] (dict read; 0 with fn_args)", "L['x']"),
+        ("tensor", "type(x) is T", "type(x) is T"),
+        ("tensor", "x.dtype is f32", "x.dtype is f32"),
+        ("tensor", "x.is_cpu", "x.is_cpu"),
+        ("tensor", "x.requires_grad is False", "x.requires_grad is False"),
+        ("tensor", "x.shape == sh", "x.shape == sh"),
+        ("contig", "x.is_contiguous() (stride check, sizes > 1)", "x.is_contiguous()"),
+        ("keys", "keys_eq(torch._C._dispatch_keys(x))", "keys_eq(keys_of(x))"),
+        ("", "  alt: x.device == dev", "x.device == x.device"),
+        ("", "  alt: x.size() == sh", "x.size() == sh"),
+        ("", "  alt: x.stride() == st", "x.stride() == st"),
+        ("", "  alt: _dispatch_keys(x).raw_repr() == raw", "keys_of(x).raw_repr() == raw"),
+        ("", "  alt: x.is_neg() (one key bit)", "x.is_neg()"),
+        ("", "  alt: x._version (not sound alone)", "x._version"),
+        ("const", "type(n) is int and n == 3", "type(n) is int and n == 3"),
+        ("module", "m._modules['0'] / m._parameters['weight']", "ml._modules['0']"),
+    ]
+    cost: dict[str, float] = {}
+    print()
+    print("-- primitive costs (fastest short batch, loop overhead removed)")
+    print(f"{'primitive':<52}{'ns':>8}{'x add':>8}")
+    for group, label, stmt in rows:
+        ns = primitive(stmt, env)
+        if group:
+            cost[group] = cost.get(group, 0.0) + ns
+        print(f"{label:<52}{ns:>8.1f}{ns / add_ns:>8.3f}")
+    tensor_1 = cost["local"] + cost["tensor"]
+    tensor_48 = tensor_1 + cost["contig"]
+    const = cost["local"] + cost["const"]
+    cases = {
+        "(a) one tensor, global state + backend": cost["call"] + cost["global"] + tensor_1,
+        "(a) ... dispatch keys checked": cost["call"] + cost["global"] + tensor_1 + cost["keys"],
+        "(a) ... positional (fn_args)": cost["call"] + cost["global"] + tensor_1 - cost["local"],
+        "(a) ... the tensor check alone": cost["call"] + tensor_1,
+        "(b) 8 tensors + 4 constants": cost["call"] + cost["global"] + 8 * tensor_48 + 4 * const,
+        "(b) ... dispatch keys checked": (cost["call"] + cost["global"]
+                                          + 8 * (tensor_48 + cost["keys"]) + 4 * const),
+        "(b) ... positional (fn_args)": (cost["call"] + cost["global"]
+                                         + 8 * (tensor_48 - cost["local"])
+                                         + 4 * (const - cost["local"])),
+        "(c) per layer: 2 reads + Parameter check": 2 * cost["module"] + tensor_48,
+    }
+    print()
+    print("-- pure-Python floor: the sum of the unavoidable primitives above")
+    print(f"{'case':<52}{'ns':>8}{'x add':>8}")
+    for label, ns in cases.items():
+        print(f"{label:<52}{ns:>8.0f}{ns / add_ns:>8.2f}")
+
+
 def main(argv: list[str]) -> int:
     quick = "--quick" in argv
-    number = 200 if quick else 2000
-    rounds = 3 if quick else 7
+    batches = 60 if quick else 400
+    print(f"load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())} "
+          f"on {os.cpu_count()} cores")
     a = torch.ones(1)
     c = torch.ones(1)
-    add_ns = measure(torch.add, (a, c), number * 2, rounds)
+    add_ns = measure(torch.add, (a, c), batches)
     print(f"eager torch.add of two 1-element tensors: {add_ns:.0f} ns "
           f"(torch {torch.__version__}, Python {sys.version.split()[0]})")
     header = (f"{'case':<34}{'accessors':>10}{'compiled ns':>13}{'x add':>8}"
@@ -156,49 +262,54 @@ def main(argv: list[str]) -> int:
         print()
         print(f"-- TensorMatch with dispatch keys {'checked' if dispatch_keys else 'unchecked'}")
         print(header)
-        cases: list[tuple[str, GuardTree, dict[str, object], int]] = []
+        cases: list[tuple[str, GuardTree, dict[str, object]]] = []
         tree, L = case_one_tensor(dispatch_keys)
-        cases.append(("(a) one tensor", tree, L, number))
+        cases.append(("(a) one tensor", tree, L))
         tree, L = case_eight_tensors(dispatch_keys)
-        cases.append(("(b) 8 tensors + 4 constants", tree, L, number))
-        module_rows: list[tuple[int, int, float]] = []
+        cases.append(("(b) 8 tensors + 4 constants", tree, L))
+        module_rows: list[tuple[int, float]] = []
         for n in (25, 50, 100, 200):
             tree, L = case_module(n, dispatch_keys)
-            cases.append((f"(c) self.layers[i].weight, n={n}", tree, L, max(number // n, 20)))
+            cases.append((f"(c) self.layers[i].weight, n={n}", tree, L))
         ratios: dict[str, float] = {}
         interp_ok = True
         with backend_scope(eager_backend):
-            for name, tree, L, reps in cases:
-                guard = compile_guard(tree)
+            for name, tree, L in cases:
+                guard = compile_guard(tree, list(L))
                 assert guard.fn(L, {}) is True, name
+                assert guard.fn_args is not None and guard.fn_args(*L.values(), {}) is True
                 assert interpret(tree, L, {}) is None, name
-                compiled_ns = measure(guard.fn, (L, {}), reps, rounds)
-                interp_ns = measure(interpret, (tree, L, {}), max(reps // 10, 5), rounds)
+                many = name.startswith("(c)")
+                compiled_ns = measure(guard.fn, (L, {}), batches // 2 if many else batches)
+                interp_ns = measure(interpret, (tree, L, {}), max(batches // 8, 10))
                 accessors = tree.count_nodes()
                 ratios[name] = compiled_ns / add_ns
                 interp_ok &= interp_ns / compiled_ns >= 5.0
                 print(f"{name:<34}{accessors:>10}{compiled_ns:>13.0f}{compiled_ns / add_ns:>8.2f}"
                       f"{interp_ns:>12.0f}{interp_ns / compiled_ns:>13.1f}")
-                if name.startswith("(c)"):
-                    module_rows.append((accessors, 0, compiled_ns))
+                if many:
+                    module_rows.append((accessors, compiled_ns))
+                    continue
+                args_ns = measure(guard.fn_args, (*L.values(), {}), batches)
+                print(f"{name[:3] + ' ... positional (fn_args)':<34}{accessors:>10}"
+                      f"{args_ns:>13.0f}{args_ns / add_ns:>8.2f}")
                 if name.startswith("(a)"):
                     bare = GuardBuilder().add(LocalSource("x"), tree.children[0].checks[0])
-                    bare_ns = measure(compile_guard(bare.build()).fn, (L, {}), reps, rounds)
+                    bare_ns = measure(compile_guard(bare.build()).fn, (L, {}), batches)
                     print(f"{'(a) ... the tensor check alone':<34}{accessors:>10}{bare_ns:>13.0f}"
                           f"{bare_ns / add_ns:>8.2f}")
-                    fresh_ns = measure_fresh(guard.fn, lambda: {"x": torch.randn(1)}, reps, rounds)
+                    fresh_ns = measure_fresh(guard.fn, lambda: {"x": torch.randn(1)}, batches)
                     print(f"{'(a) ... a new tensor every call':<34}{accessors:>10}{fresh_ns:>13.0f}"
                           f"{fresh_ns / add_ns:>8.2f}")
-        slopes = [(t2 - t1) / (n2 - n1) for (n1, _, t1), (n2, _, t2)
-                  in itertools.pairwise(module_rows)]
-        per_accessor = [t / n for n, _, t in module_rows]
-        linear = max(slopes) / min(slopes) <= 1.5
+        slopes = [(t2 - t1) / (n2 - n1) for (n1, t1), (n2, t2) in itertools.pairwise(module_rows)]
+        per_accessor = [t / n for n, t in module_rows]
+        spread = max(slopes) / min(slopes)
+        linear = spread <= 1.5
         print(f"(c) ns per accessor: {', '.join(f'{v:.0f}' for v in per_accessor)}; "
               f"marginal ns per accessor between sizes: {', '.join(f'{s:.0f}' for s in slopes)}")
         label = "dispatch keys checked" if dispatch_keys else "dispatch keys unchecked"
         one = ratios["(a) one tensor"]
         eight = ratios["(b) 8 tensors + 4 constants"]
-        spread = max(slopes) / min(slopes)
         verdicts.append(f"{_verdict(one <= 0.25)} (a) compiled <= 0.25x eager add [{label}]: "
                         f"{one:.2f}x")
         verdicts.append(f"{_verdict(eight <= 1.0)} (b) compiled <= 1.0x eager add [{label}]: "
@@ -207,7 +318,12 @@ def main(argv: list[str]) -> int:
                         f"slopes within {spread:.2f}x of each other (<= 1.5x)")
         verdicts.append(f"{_verdict(interp_ok)} interpreted walk >= 5x slower than compiled "
                         f"in every case [{label}]")
+    if "--floor" in argv:
+        floor_table(add_ns)
+    add_again = measure(torch.add, (a, c), batches)
     print()
+    print(f"eager torch.add again at the end: {add_again:.0f} ns; load average after: "
+          f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     for line in verdicts:
         print(line)
     return 0
