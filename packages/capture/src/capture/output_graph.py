@@ -61,6 +61,8 @@ class OutputGraph:
         # Values already built for real objects (by id), so aliasing is preserved.
         self.wrapped: dict[int, Value] = {}
         self.keepalive: list[object] = []
+        # Sources of modules reached through a module made while tracing (Sequential slices).
+        self.known_sources: dict[int, Source] = {}
         self.current_tx: Translator | None = None
         self.uses_grad_mode = False
 

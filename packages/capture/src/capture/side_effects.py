@@ -30,14 +30,23 @@ class SideEffects:
         if container.source is not None:
             self.containers[id(container)] = container
 
+    @staticmethod
+    def key(owner: Value) -> int:
+        """Identity of the real object behind `owner` (values may be rebuilt per read)."""
+        for attr in ("obj", "module", "value"):
+            real = getattr(owner, attr, None)
+            if real is not None:
+                return id(real)
+        return id(owner)
+
     def store_attr(self, owner: Value, name: str, value: Value) -> None:
         """Record `owner.name = value` for an existing object."""
-        entry = self.attr_writes.setdefault(id(owner), (owner, {}))
+        entry = self.attr_writes.setdefault(self.key(owner), (owner, {}))
         entry[1][name] = value
 
     def pending_attr(self, owner: Value, name: str) -> Value | None:
         """The value written to `owner.name` earlier in this trace, if any."""
-        entry = self.attr_writes.get(id(owner))
+        entry = self.attr_writes.get(self.key(owner))
         if entry is None:
             return None
         return entry[1].get(name)

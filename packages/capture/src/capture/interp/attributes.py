@@ -67,7 +67,7 @@ def _get_attr(tx: Translator, value: Value, name: str) -> Value:
         return _object_attr(tx, value, name)
     if isinstance(value, ConstantValue):
         obj = value.value
-        if value.source is not None and not isinstance(obj, types.ModuleType):
+        if isinstance(obj, type):
             pending = output.side_effects.pending_attr(value, name)
             if pending is not None:
                 return pending
@@ -176,7 +176,8 @@ def _module_attr(tx: Translator, mv: ModuleValue, name: str) -> Value:
         sub = modules[name]
         if sub is None:
             return ConstantValue(None)
-        value = wrap(output, sub, SubmoduleSource(src, name) if src is not None else None)
+        sub_src = SubmoduleSource(src, name) if src is not None else output.known_sources.get(id(sub))
+        value = wrap(output, sub, sub_src)
         if isinstance(value, ModuleValue) and value.path == "<module>":
             value.path = f"{mv.path}.{name}"
         return value
@@ -261,6 +262,19 @@ def _super_attr(tx: Translator, sv: SuperValue, name: str) -> Value:
 def store_attr(tx: Translator, owner: Value, name: str, value: Value) -> None:
     """`owner.name = value`."""
     output = tx.output
+    cls_of_owner = owner.python_type() if isinstance(owner, (ObjectValue, ModuleValue)) else None
+    if cls_of_owner is not None:
+        descriptor = inspect.getattr_static(cls_of_owner, name, None)
+        if isinstance(descriptor, property):
+            if descriptor.fset is None:
+                raise unsupported(GraphBreakKind.EXCEPTION, f"AttributeError: can't set {name!r}")
+            from capture.interp.calls import call_value
+
+            call_value(tx, ConstantValue(descriptor.fset), [owner, value], {})
+            return
+    if isinstance(owner, ConstantValue) and isinstance(owner.value, type):
+        output.side_effects.store_attr(owner, name, value)
+        return
     if isinstance(owner, ObjectValue) and owner.obj is None:
         setter = inspect.getattr_static(owner.cls, "__setattr__", object.__setattr__)
         if setter is not object.__setattr__ and inspect.isfunction(setter):

@@ -11,6 +11,7 @@ import collections
 import dataclasses
 import functools
 import inspect
+import itertools
 import math
 import operator
 import types
@@ -311,7 +312,8 @@ def iterate(tx: Translator, value: Value) -> IteratorValue:
     if isinstance(value, ObjectValue):
         if value.dict_items is not None:
             return IteratorValue(value.dict_items.unpack())
-        if value.obj is not None and not tx.output.side_effects.attr_writes.get(id(value)):
+        effects = tx.output.side_effects
+        if value.obj is not None and not effects.attr_writes.get(effects.key(value)):
             # NOTE: existing objects (configs, registries) iterate for real; their items are
             # treated as constants of this trace.
             from capture.values.wrap import wrap
@@ -1115,3 +1117,65 @@ def _real_callable(value: Value) -> Any:
 @special(inspect.signature)
 def _signature(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     return ConstantValue(inspect.signature(_real_callable(args[0])))
+
+
+@special(functools.reduce)
+def _reduce_fn(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    from capture.interp.calls import call_value
+
+    items = _items(tx, args[1])
+    if len(args) > 2:
+        acc = args[2]
+    elif items:
+        acc = items.pop(0)
+    else:
+        raise unsupported(GraphBreakKind.EXCEPTION, "reduce() of an empty sequence")
+    for item in items:
+        acc = call_value(tx, args[0], [acc, item], {})
+    return acc
+
+
+@special(itertools.chain)
+def _chain(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return IteratorValue([item for arg in args for item in _items(tx, arg)])
+
+
+@special(itertools.product)
+def _product(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    pools = [_items(tx, a) for a in args]
+    repeat = _const(kwargs["repeat"], "repeat") if "repeat" in kwargs else 1
+    return IteratorValue([TupleValue(list(p)) for p in itertools.product(*pools, repeat=repeat)])
+
+
+@special(itertools.accumulate)
+def _accumulate(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    from capture.interp.calls import call_value
+
+    items = _items(tx, args[0])
+    func = args[1] if len(args) > 1 else kwargs.get("func")
+    out: list[Value] = []
+    acc: Value | None = kwargs.get("initial")
+    if acc is not None:
+        out.append(acc)
+    for item in items:
+        if acc is None:
+            acc = item
+        elif func is None:
+            acc = operators.apply_operator(tx, operator.add, [acc, item])
+        else:
+            acc = call_value(tx, func, [acc, item], {})
+        out.append(acc)
+    return IteratorValue(out)
+
+
+@special(itertools.pairwise)
+def _pairwise(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    items = _items(tx, args[0])
+    return IteratorValue([TupleValue([a, b]) for a, b in zip(items, items[1:])])
+
+
+@special(itertools.islice)
+def _islice(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    items = _items(tx, args[0])
+    bounds = [_const(a, "islice bound") for a in args[1:]]
+    return IteratorValue(list(itertools.islice(items, *bounds)))

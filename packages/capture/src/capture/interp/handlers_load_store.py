@@ -241,7 +241,7 @@ def delete_attr(tx: Translator, ins: Instruction) -> None:
         effects = tx.output.side_effects
         real = owner.obj if isinstance(owner, ObjectValue) else owner.module
         if effects.pending_attr(owner, name) is not None and not hasattr(real, name):
-            effects.attr_writes[id(owner)][1].pop(name)
+            effects.attr_writes[effects.key(owner)][1].pop(name)
             return
         effects.store_attr(owner, name, DELETED)
         return

@@ -129,6 +129,14 @@ def apply_operator(tx: Translator, op: Callable[..., Any], args: list[Value]) ->
             raise unsupported(
                 GraphBreakKind.EXCEPTION, f"{op.__name__} raised {type(e).__name__}: {e}"
             ) from None
+    if len(args) == 1 and isinstance(args[0], ObjectValue):
+        name = {operator.neg: "__neg__", operator.pos: "__pos__", operator.invert: "__invert__",
+                operator.abs: "__abs__"}.get(op)
+        method = getattr(args[0].cls, name, None) if name else None
+        if method is not None and hasattr(method, "__code__"):
+            from capture.interp.calls import call_value
+
+            return call_value(tx, ConstantValue(method), [args[0]], {})
     if len(args) == 2:
         result = _sequence_op(tx, op, args[0], args[1])
         if result is not None:
@@ -282,6 +290,16 @@ def contains(tx: Translator, item: Value, container: Value) -> bool:
     if isinstance(container, SetValue):
         ok, key = python_constant(item)
         return ok and key in container.items
+    if isinstance(container, ObjectValue):
+        method = getattr(container.cls, "__contains__", None)
+        if method is not None and hasattr(method, "__code__"):
+            from capture.interp.calls import call_value
+
+            return truth(tx, call_value(tx, ConstantValue(method), [container, item], {}))
+        if container.obj is None and container.dict_items is None:
+            from capture.interp.builtins_table import iterate
+
+            return contains(tx, item, ListValue(iterate(tx, container).unpack()))
     if isinstance(container, ObjectValue) and container.dict_items is not None:
         return contains(tx, item, container.dict_items)
     if isinstance(container, ObjectValue) and container.obj is not None:
@@ -395,6 +413,16 @@ def _module_item(tx: Translator, mv: ModuleValue, key: Value) -> Value:
     if isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential)):
         names = list(module._modules)
         if isinstance(index, slice):
+            if isinstance(module, torch.nn.Sequential):
+                sliced = module[index]
+                tx.output.keepalive.append(sliced)
+                if mv.source is not None:
+                    for child_name in names[index]:
+                        child = module._modules[child_name]
+                        tx.output.known_sources[id(child)] = SubmoduleSource(
+                            mv.source, child_name
+                        )
+                return ModuleValue(sliced, None, f"{mv.path}[{index.start}:{index.stop}]")
             return ListValue(
                 [_module_item(tx, mv, ConstantValue(i)) for i in range(len(names))[index]]
             )
