@@ -82,3 +82,27 @@ def test_backward_mutations_are_functionalized() -> None:
     tangents = [torch.ones(2), torch.ones(3)]
     results = joint.gm(x.detach(), *tangents)
     torch.testing.assert_close(results[2], torch.tensor([2.0, 2.0, 3.0, 0.0]))
+
+
+def test_backward_ops_carry_the_forward_nodes_metadata() -> None:
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(3, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.tanh(self.fc(x)).sum()
+
+    gm = torch.fx.symbolic_trace(Net())
+    for node in gm.graph.nodes:
+        if node.op in ("call_module", "call_function", "call_method"):
+            node.meta["stack_trace"] = f"  File \"net.py\", line 1, in forward\n    {node.name}\n"
+    from aotgrad.api import LiftedModule
+
+    joint = build_joint(LiftedModule(gm), [*gm.parameters(), torch.randn(2, 3)],
+                        decompositions="none")
+    targets = {n.target: n for n in joint.gm.graph.nodes if n.op == "call_function"}
+    tanh_backward = targets[torch.ops.aten.tanh_backward.default]
+    assert "tanh" in tanh_backward.meta["stack_trace"]
+    mm_nodes = [n for n in joint.gm.graph.nodes if n.target is torch.ops.aten.mm.default]
+    assert mm_nodes and all("fc" in n.meta["stack_trace"] for n in mm_nodes)

@@ -150,6 +150,7 @@ def trace_joint(
                        if rg and isinstance(p, torch.Tensor)]
         diff_outs = [flat[j] for j in tangent_for]
         if diff_inputs and diff_outs:
+            tracer.start_backward()
             computed = torch.autograd.grad(diff_outs, diff_inputs, tangents, allow_unused=True)
             positions = [i for i, rg in enumerate(requires_grad) if rg]
             for position, grad in zip(positions, computed):

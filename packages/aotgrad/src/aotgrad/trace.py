@@ -85,6 +85,7 @@ class AtenTracer(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: 
         self._keepalive: list[object] = []
         self._num_constants = 0
         self._sym_nodes: dict[str, fx.Node] = {}  # symbolic expression -> node
+        self._backward_meta: dict[int, dict[str, Any]] = {}  # autograd seq nr -> metadata
 
     # ---------------------------------------------------------------- value <-> node
 
@@ -209,9 +210,26 @@ class AtenTracer(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: 
 
     def _annotate(self, node: fx.Node, value: object) -> None:
         node.meta["example_value"] = value
+        meta = self.current_meta
+        if self._backward_meta:
+            running = torch._C._current_autograd_node()
+            if running is not None:
+                meta = self._backward_meta.get(running._sequence_nr(), meta)
         for key in COPIED_META_KEYS:
-            if key in self.current_meta:
-                node.meta[key] = self.current_meta[key]
+            if key in meta:
+                node.meta[key] = meta[key]
+
+    def start_backward(self) -> None:
+        """Before `torch.autograd.grad`: ops run by the backward of a traced forward op get
+        that op's metadata (matched through the autograd node's sequence number)."""
+        for value in self._keepalive:
+            grad_fn = getattr(value, "grad_fn", None)
+            node = self._nodes.get(id(value))
+            if grad_fn is None or node is None:
+                continue
+            meta = {k: node.meta[k] for k in COPIED_META_KEYS if k in node.meta}
+            if meta:
+                self._backward_meta.setdefault(grad_fn._sequence_nr(), meta)
 
     @contextlib.contextmanager
     def node_meta(self, meta: Mapping[str, Any]) -> Iterator[None]:
