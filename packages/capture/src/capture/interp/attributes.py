@@ -223,7 +223,7 @@ def _object_attr(tx: Translator, ov: ObjectValue, name: str) -> Value:
         if name in klass.__dict__:
             static = klass.__dict__[name]
             break
-    if isinstance(static, (types.FunctionType, staticmethod, classmethod)):
+    if isinstance(static, (types.FunctionType, staticmethod, classmethod, property)):
         found = _class_attr(tx, ov, type(obj), name)
         assert found is not None
         return found

@@ -438,7 +438,11 @@ def _module_item(tx: Translator, mv: ModuleValue, key: Value) -> Value:
     else:
         raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"indexing {mv.describe()}")
     sub = module._modules[name]
-    source = SubmoduleSource(mv.source, name) if mv.source is not None else None
+    source = (
+        SubmoduleSource(mv.source, name)
+        if mv.source is not None
+        else tx.output.known_sources.get(id(sub))
+    )
     value = wrap(tx.output, sub, source)
     if isinstance(value, ModuleValue) and value.path == "<module>":
         value.path = f"{mv.path}.{name}"
