@@ -24,7 +24,9 @@ def run_one(name: str, argv: list[str]) -> int:
     if spec is None or spec.loader is None:
         raise SystemExit(f"no benchmark named {name!r}; available: {', '.join(available())}")
     module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(HERE))
+    # NOTE: registered before running so dataclasses and pickling can find the module; the
+    # folder itself is not put on sys.path, since guards.py there shares the package's name.
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     print(f"===== bench {name}", flush=True)
     return int(module.main(argv))
