@@ -101,3 +101,12 @@ def test_extern_matmul_and_fallback() -> None:
 
     c = run_and_compare(f, [torch.randn(8, 16), torch.randn(16, 12)], atol=1e-4, rtol=1e-4)
     assert c.extern_calls
+
+
+def test_slice_and_select_scatter() -> None:
+    def f(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (torch.slice_scatter(x, a, 1, 2, 8, 2), torch.slice_scatter(x, b, 0, 1, 3),
+                torch.select_scatter(x, a[:, 0] * 2, 1, -1))
+
+    x = torch.randn(4, 9)
+    run_and_compare(f, [x, torch.randn(4, 3), torch.randn(2, 9)])

@@ -326,3 +326,48 @@ def _unbind(ctx: LoweringContext, x: TensorValue, dim: int = 0) -> Any:
 
         parts.append(apply_view(x, new, smap))
     return parts
+
+
+@lowering(aten.slice_scatter.default)
+def _slice_scatter(ctx: LoweringContext, base: TensorValue, src: TensorValue, dim: int = 0,
+                   start: Any = None, end: Any = None, step: int = 1) -> Any:
+    nd = len(base.size)
+    dim = normalize_dim(dim, nd)
+    size = base.size[dim]
+    s = 0 if start is None else int(start)
+    e = size if end is None else int(end)
+    s = min(max(s + size if s < 0 else s, 0), size)
+    e = min(max(e + size if e < 0 else e, s), size)
+    n = src.size[dim] if nd else 1
+    dtype = base.dtype
+
+    def inner(idx: Sequence[Expr]) -> Ref:
+        i = idx[dim]
+        sub = list(idx)
+        sub[dim] = Clamp(FloorDiv(i - s, step) if step != 1 else i - s, 0, max(n - 1, 0))
+        iv = ops.index_expr(i, torch.int64)
+        cond = ops.logical_and(ops.ge(iv, ops.constant(s, torch.int64)),
+                               ops.lt(iv, ops.constant(e, torch.int64)))
+        if step != 1:
+            rem = ops.index_expr(ModIndex(i - s + step * size, step), torch.int64)
+            cond = ops.logical_and(cond, ops.eq(rem, ops.constant(0, torch.int64)))
+        return ops.where(cond, ops.to_dtype(src.load(sub), dtype), base.load(list(idx)))
+
+    return Pointwise(tuple(base.size), dtype, base.device, inner)
+
+
+@lowering(aten.select_scatter.default)
+def _select_scatter(ctx: LoweringContext, base: TensorValue, src: TensorValue, dim: int,
+                    index: int) -> Any:
+    nd = len(base.size)
+    dim = normalize_dim(dim, nd)
+    if index < 0:
+        index += base.size[dim]
+    dtype = base.dtype
+
+    def inner(idx: Sequence[Expr]) -> Ref:
+        sub = [v for d, v in enumerate(idx) if d != dim]
+        cond = ops.eq(ops.index_expr(idx[dim], torch.int64), ops.constant(index, torch.int64))
+        return ops.where(cond, ops.to_dtype(src.load(sub), dtype), base.load(list(idx)))
+
+    return Pointwise(tuple(base.size), dtype, base.device, inner)
