@@ -119,3 +119,13 @@ def test_node_metadata_is_copied_from_the_torch_level_node() -> None:
     assert relu[0].meta["source_fn"][1] is torch.relu
     addmm = [n for n in ops if n.target is aten.addmm.default]
     assert addmm[0].meta["source_fn"][1] == "fc"
+
+
+def test_python_arithmetic_on_item_results_is_recorded() -> None:
+    def fn(x: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
+        return x.narrow(0, start, 2)  # wraps a negative start: a sympy Piecewise of u0
+
+    gm = _trace(fn, torch.randn(5), torch.tensor(1))
+    x = torch.arange(5.0)
+    for start in (1, -3, 0):
+        torch.testing.assert_close(gm(x, torch.tensor(start))[0], fn(x, torch.tensor(start)))

@@ -140,12 +140,35 @@ class AtenTracer(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: 
         if isinstance(value, _SYMBOLIC):
             node = self._sym_nodes.get(_sym_key(value))
             if node is None:
-                raise TraceError(
-                    f"a data-dependent value ({value}) computed in Python reached an op; "
-                    "the ATen tracer records data-dependent values only as op results"
-                )
+                node = self._symbolic_expression(value)
             return node
         return value
+
+    def _symbolic_expression(self, value: Any) -> fx.Node:
+        """A data-dependent number computed in Python from `.item()` results: recorded as
+        ATen ops on the tensors those results were read from."""
+        from aotgrad.symbolic import UnsupportedExpression, expression_node
+
+        def emit(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> fx.Node:
+            node = self.graph.call_function(target, args, kwargs)
+            if target is torch.ops.aten._local_scalar_dense.default:
+                self._annotate(node, value)
+                return node
+            examples = tree_map(
+                lambda a: a.meta["example_value"] if isinstance(a, fx.Node) else a, args)
+            with self.fake_mode:
+                self._annotate(node, target(*examples, **kwargs))
+            return node
+
+        try:
+            node = expression_node(value.node.expr, self._sym_nodes, emit)
+        except UnsupportedExpression as exc:
+            raise TraceError(
+                f"a data-dependent value ({value}) computed in Python reached an op and "
+                f"cannot be recorded ({exc})"
+            ) from exc
+        self._sym_nodes[_sym_key(value)] = node
+        return node
 
     # ---------------------------------------------------------------- dispatch
 
