@@ -159,7 +159,7 @@ def _build(rng: random.Random, L: dict[str, object]) -> GuardBuilder:
 
 
 def _mutate_tensor(rng: random.Random, t: torch.Tensor) -> torch.Tensor:
-    kind = rng.choice([0, 1, 2, 2, 2, 3, 4, 4, 5, 6, 7, 8, 9])  # other strides (2) most often
+    kind = rng.choice([0, 1, 2, 2, 2, 3, 4, 4, 5, 6, 7, 8, 9, 10, 11])  # other strides (2) most often
     shape = tuple(t.shape)
     if kind == 0:
         return t.detach().clone().requires_grad_(not t.requires_grad)
@@ -183,6 +183,10 @@ def _mutate_tensor(rng: random.Random, t: torch.Tensor) -> torch.Tensor:
         return torch.ones(shape, dtype=torch.complex64).conj()
     if kind == 7 and t.dim():  # a broadcast (stride 0) view
         return torch.randn(shape[-1:] or (1,), dtype=t.dtype).expand(shape)
+    if kind == 10:  # same shape, dtype, device: sparse COO layout
+        return torch.randn(shape, dtype=t.dtype).to_sparse()
+    if kind == 11 and t.dtype == torch.float32 and t.dim() and torch.backends.mkldnn.is_available():
+        return torch.randn(shape).to_mkldnn()  # NOTE: is_contiguous() is True for mkldnn
     if kind == 9:  # same everything but the negative bit of the key set
         u = t.detach().clone().requires_grad_(t.requires_grad)
         torch._C._set_neg(u, True)

@@ -53,7 +53,7 @@ class TestGuardCodegen(expecttest.TestCase):
     def test_generated_source(self) -> None:
         tree = small_tree().build()
         self.assertExpectedInline(compile_guard(tree).source, """\
-def make(grad_enabled0, default_dtype1, dtype2, deterministic3, autocast_enabled4, autocast_dtype5, any_autocast6, cls7, cls8, shape9, cls10):
+def make(grad_enabled0, default_dtype1, dtype2, deterministic3, autocast_enabled4, autocast_dtype5, any_autocast6, cls7, cls8, layout9, shape10, cls11):
     def guard(L, G):
         try:
             if not (
@@ -71,15 +71,15 @@ def make(grad_enabled0, default_dtype1, dtype2, deterministic3, autocast_enabled
                 return False
             v2 = v1._modules['0']  # L['self'].layers[0]
             v3 = v2._parameters['weight']  # L['self'].layers[0].weight
-            if not (type(v3) is cls8 and v3.dtype is dtype2 and v3.is_cpu and v3.requires_grad is True and v3.shape == shape9 and v3.is_contiguous()):
+            if not (type(v3) is cls8 and v3.dtype is dtype2 and v3.is_cpu and v3.requires_grad is True and v3.layout is layout9 and v3.shape == shape10 and v3.is_contiguous()):
                 return False
             v4 = v1._modules['1']  # L['self'].layers[1]
             v5 = v4._parameters['weight']  # L['self'].layers[1].weight
-            if not (type(v5) is cls8 and v5.dtype is dtype2 and v5.is_cpu and v5.requires_grad is True and v5.shape == shape9 and v5.is_contiguous()):
+            if not (type(v5) is cls8 and v5.dtype is dtype2 and v5.is_cpu and v5.requires_grad is True and v5.layout is layout9 and v5.shape == shape10 and v5.is_contiguous()):
                 return False
             v6 = L['x']  # L['x']
             sizes7 = v6.shape
-            if not (type(v6) is cls10 and v6.dtype is dtype2 and v6.is_cpu and v6.requires_grad is False and len(sizes7) == 2 and sizes7[1] == 4 and (0 in sizes7 or ((sizes7[0] == 1 or v6.stride(0) == 4) and v6.stride(1) == 1))):
+            if not (type(v6) is cls11 and v6.dtype is dtype2 and v6.is_cpu and v6.requires_grad is False and v6.layout is layout9 and len(sizes7) == 2 and sizes7[1] == 4 and (0 in sizes7 or ((sizes7[0] == 1 or v6.stride(0) == 4) and v6.stride(1) == 1))):
                 return False
             v8 = v6.shape[0]  # L['x'].shape[0]
             sym_s0 = v8

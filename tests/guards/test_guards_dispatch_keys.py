@@ -1,4 +1,5 @@
-"""Tensor checks stay sound when a live tensor object changes in place.
+"""Tensor checks stay sound when a live tensor object changes in place, and for tensors of
+other layouts that look the same (shape, dtype, device, even `is_contiguous()`).
 
 Nothing is cached per tensor object: a guard that passed (even many times) on a tensor must
 fail once that very object's metadata changes, in ways that keep `id(t)` and `t._version`.
@@ -100,3 +101,27 @@ def test_key_set_change_on_a_live_tensor_fails(change: Callable[[torch.Tensor], 
 def test_metadata_change_on_a_live_tensor_fails(dispatch_keys: bool,
                                                 change: Callable[[torch.Tensor], None]) -> None:
     assert _passes(dispatch_keys, change) == (False, False)
+
+
+@pytest.mark.parametrize("shape", [(1,), (4, 8), (1, 1)])
+@pytest.mark.parametrize("layout", ["sparse_coo", "sparse_csr", "mkldnn"])
+@pytest.mark.parametrize("dispatch_keys", [True, False])
+def test_other_layouts_fail(dispatch_keys: bool, layout: str, shape: tuple[int, ...]) -> None:
+    dense = torch.randn(shape)
+    if layout == "sparse_coo":
+        other = torch.randn(shape).to_sparse()
+    elif layout == "sparse_csr":
+        if len(shape) != 2:
+            pytest.skip("CSR tensors are 2-d")
+        other = torch.randn(shape).to_sparse_csr()
+    else:
+        if not torch.backends.mkldnn.is_available():
+            pytest.skip("no mkldnn in this build")
+        other = torch.randn(shape).to_mkldnn()
+    tree = GuardBuilder().add(
+        LocalSource("x"), TensorMatch.from_tensor(dense, dispatch_keys=dispatch_keys)).build()
+    fn = compile_guard(tree).fn
+    assert fn({"x": dense}, {}) is True
+    assert fn({"x": other}, {}) is False
+    failure = interpret(tree, {"x": other}, {})
+    assert failure is not None and "layout mismatch" in failure.reason

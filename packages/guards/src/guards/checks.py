@@ -142,7 +142,8 @@ class NotNone(Check):
 
 @dataclass(frozen=True, slots=True)
 class TensorMatch(Check):
-    """A tensor's exact class, dtype, device, requires_grad, sizes, strides, dispatch keys.
+    """A tensor's exact class, dtype, device, layout, requires_grad, sizes, strides, and
+    dispatch keys.
 
     A `None` entry in `shape` or `strides` is left unchecked (a dynamic dimension, whose
     size is then usually bound as a symbol and constrained by relations). Strides are
@@ -159,6 +160,8 @@ class TensorMatch(Check):
     shape: tuple[int | None, ...]
     strides: tuple[int | None, ...]
     dispatch_keys: int | None = None
+    #: The tensor's layout; None stands for `torch.strided`.
+    layout: Any = None
 
     @staticmethod
     def from_tensor(tensor: Any, dynamic_dims: tuple[int, ...] | frozenset[int] = (),
@@ -185,11 +188,22 @@ class TensorMatch(Check):
 
             dispatch_keys = bool(get_config().tensor_dispatch_keys)
         keys = torch._C._dispatch_keys(tensor).raw_repr() if dispatch_keys else None
+        layout = None if tensor.layout is torch.strided else tensor.layout
         return TensorMatch(type(tensor), tensor.dtype, tensor.device,
-                           bool(tensor.requires_grad), shape, strides, keys)
+                           bool(tensor.requires_grad), shape, strides, keys, layout)
+
+    def expected_layout(self) -> Any:
+        """The layout required (`torch.strided` unless recorded otherwise)."""
+        if self.layout is not None:
+            return self.layout
+        import torch
+
+        return torch.strided
 
     def describe(self, subject: str) -> str:
         keys = "" if self.dispatch_keys is None else f", dispatch_keys={self.dispatch_keys:#x}"
+        if self.layout is not None:
+            keys += f", layout={self.layout}"
         return (f"tensor {subject}: {_type_name(self.cls)} {self.dtype} {self.device} "
                 f"requires_grad={self.requires_grad} shape={_dims(self.shape)} "
                 f"strides={_dims(self.strides)}{keys}")

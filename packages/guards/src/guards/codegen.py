@@ -250,6 +250,11 @@ def _tensor(check: TensorMatch, var: str, out: Emitter) -> None:
         _device_condition(var, check.device, out),
         f"{var}.requires_grad is {check.requires_grad!r}",
     ]
+    if check.dispatch_keys is None:
+        # NOTE: with dispatch keys checked, the key set fixes the layout (Sparse, SparseCsr,
+        # Mkldnn, Nested are keys); without them it must be read: a sparse COO or mkldnn
+        # tensor can have the right shape and pass `is_contiguous()`.
+        conditions.append(f"{var}.layout is {out.const(check.expected_layout(), 'layout')}")
     if all(size is not None for size in check.shape):
         conditions.append(f"{var}.shape == {out.const(tuple(check.shape), 'shape')}")
     else:

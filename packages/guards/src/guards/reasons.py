@@ -104,6 +104,9 @@ def tensor_mismatch(check: TensorMatch, tensor: object, subject: str) -> str | N
         return f"{where} dtype mismatch: expected {check.dtype}, got {value.dtype}"
     if value.device != check.device:
         return f"{where} device mismatch: expected {check.device}, got {value.device}"
+    layout = check.expected_layout()
+    if value.layout is not layout:
+        return f"{where} layout mismatch: expected {layout}, got {value.layout}"
     if value.requires_grad is not check.requires_grad:
         return (f"{where} requires_grad mismatch: expected {check.requires_grad}, "
                 f"got {value.requires_grad}")
