@@ -177,7 +177,7 @@ def floor_table(add_ns: float) -> None:
     env: dict[str, Any] = {
         "torch": torch, "x": x, "one": one, "L": {"x": x, "n": 3}, "G": {}, "n": 3, "call": call,
         "T": torch.Tensor, "f32": torch.float32, "sh": torch.Size([4, 8]),
-        "sh1": torch.Size([1]), "st": (8, 1),
+        "sh1": torch.Size([1]), "st": (8, 1), "strided": torch.strided,
         "grad": torch._C.is_grad_enabled, "default_dtype": torch.get_default_dtype,
         "determ": torch._C._get_deterministic_algorithms,
         "any_autocast": torch._C._is_any_autocast_enabled,
@@ -203,6 +203,7 @@ def floor_table(add_ns: float) -> None:
         ("tensor", "x.requires_grad is False", "x.requires_grad is False"),
         ("tensor", "x.shape == sh", "x.shape == sh"),
         ("contig", "x.is_contiguous() (stride check, sizes > 1)", "x.is_contiguous()"),
+        ("layout", "x.layout is strided (only when keys unchecked)", "x.layout is strided"),
         ("keys", "keys_eq(torch._C._dispatch_keys(x))", "keys_eq(keys_of(x))"),
         ("", "  alt: x.device == dev", "x.device == x.device"),
         ("", "  alt: x.size() == sh", "x.size() == sh"),
@@ -222,21 +223,21 @@ def floor_table(add_ns: float) -> None:
         if group:
             cost[group] = cost.get(group, 0.0) + ns
         print(f"{label:<52}{ns:>8.1f}{ns / add_ns:>8.3f}")
-    tensor_1 = cost["local"] + cost["tensor"]
+    tensor_1 = cost["local"] + cost["tensor"]  # NOTE: plus "layout" or "keys", by mode
     tensor_48 = tensor_1 + cost["contig"]
     const = cost["local"] + cost["const"]
+    base = cost["call"] + cost["global"]
     cases = {
-        "(a) one tensor, global state + backend": cost["call"] + cost["global"] + tensor_1,
-        "(a) ... dispatch keys checked": cost["call"] + cost["global"] + tensor_1 + cost["keys"],
-        "(a) ... positional (fn_args)": cost["call"] + cost["global"] + tensor_1 - cost["local"],
-        "(a) ... the tensor check alone": cost["call"] + tensor_1,
-        "(b) 8 tensors + 4 constants": cost["call"] + cost["global"] + 8 * tensor_48 + 4 * const,
-        "(b) ... dispatch keys checked": (cost["call"] + cost["global"]
-                                          + 8 * (tensor_48 + cost["keys"]) + 4 * const),
-        "(b) ... positional (fn_args)": (cost["call"] + cost["global"]
-                                         + 8 * (tensor_48 - cost["local"])
+        "(a) one tensor, global state + backend": base + tensor_1 + cost["layout"],
+        "(a) ... dispatch keys checked": base + tensor_1 + cost["keys"],
+        "(a) ... positional (fn_args)": base + tensor_1 + cost["layout"] - cost["local"],
+        "(a) ... the tensor check alone": cost["call"] + tensor_1 + cost["layout"],
+        "(b) 8 tensors + 4 constants": base + 8 * (tensor_48 + cost["layout"]) + 4 * const,
+        "(b) ... dispatch keys checked": base + 8 * (tensor_48 + cost["keys"]) + 4 * const,
+        "(b) ... positional (fn_args)": (base + 8 * (tensor_48 + cost["layout"] - cost["local"])
                                          + 4 * (const - cost["local"])),
-        "(c) per layer: 2 reads + Parameter check": 2 * cost["module"] + tensor_48,
+        "(c) per layer: 2 reads + Parameter check": (2 * cost["module"] + tensor_48
+                                                     + cost["layout"]),
     }
     print()
     print("-- pure-Python floor: the sum of the unavoidable primitives above")

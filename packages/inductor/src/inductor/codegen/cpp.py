@@ -324,8 +324,24 @@ class KernelGen:
                         w.line("if (acc_nan) acc = std::numeric_limits<"
                                f"{ctype(vref.dtype)}>::quiet_NaN();")
                 w.line(f"{ctype(red.dtype)} tmp{red_pos} = acc;")
+            self._reemit_needed(w, body.ops, red_pos, subs)
             self._ops(w, after_ops, red_pos + 1, subs)
         w.close()
+
+    def _reemit_needed(self, w: _Writer, body_ops: tuple[LoopOp, ...], red_pos: int,
+                       subs: dict[sympy.Symbol, sympy.Expr]) -> None:
+        """Ops after a reduction may use values (constants, outer-point loads) computed
+        before it, inside the reduction loop's scope: emit those again after the loop."""
+        needed: set[int] = set()
+        stack = [a.id for op in body_ops[red_pos + 1:] for a in op.args if isinstance(a, Ref)]
+        while stack:
+            i = stack.pop()
+            if i >= red_pos or i in needed:
+                continue
+            needed.add(i)
+            stack += [a.id for a in body_ops[i].args if isinstance(a, Ref)]
+        for i in sorted(needed):
+            self._ops(w, (body_ops[i],), i, subs)
 
     def _ops(self, w: _Writer, ops_: tuple[LoopOp, ...], start: int,
              subs: dict[sympy.Symbol, sympy.Expr]) -> None:
@@ -547,6 +563,7 @@ class KernelGen:
                 w.line(f"if (nan{i}[{x} - xb]) acc{i}[{x} - xb] = "
                        f"std::numeric_limits<{ctype(v.dtype)}>::quiet_NaN();")
             w.line(f"{ctype(red.dtype)} tmp{pos} = acc{i}[{x} - xb];")
+            self._reemit_needed(w, n.body.ops, pos, subs)
             self._ops(w, n.body.ops[pos + 1:], pos + 1, subs)
             w.close()
         w.close()

@@ -84,6 +84,20 @@ class LoweringContext:
                 return Layout(layout.size, layout.stride, 0, dtype, device)
         return Layout.contiguous(size, dtype, device)
 
+    def empty(self, layout: Layout) -> BufferView:
+        """A buffer with no elements: allocated by the wrapper, never computed."""
+        from inductor.ir.nodes import ExternOutput
+
+        name = self.new_name()
+        kernel = ExternKernel(name, torch.empty_strided, (layout.size, layout.stride),
+                              {"dtype": layout.dtype, "device": layout.device},
+                              None, aliases_inputs=False, origin="empty")
+        out = ExternOutput(name, layout, kernel, ())
+        kernel.outputs.append(out)
+        self.register(out)
+        self.kernels.append(kernel)
+        return BufferView(out, layout)
+
     def realize(self, value: TensorValue, layout: Layout | None = None) -> BufferView:
         if isinstance(value, BufferView):
             return value
@@ -102,6 +116,10 @@ class LoweringContext:
                 return viewed
         if layout is None:
             layout = Layout.contiguous(value.size, value.dtype, value.device)
+        if layout.numel() == 0:
+            view = self.empty(layout)
+            value.realized = view
+            return view
         name = self.new_name()
         buf = ComputedBuffer(name, layout, None, self.node.name if self.node else "")
         # NOTE: iterate in the storage order of the output, so the innermost loop writes
@@ -198,6 +216,8 @@ class LoweringContext:
         if node.target is operator.getitem:
             return args[0][args[1]]
         fn = find_lowering(node.target)
+        if fn is not None and not _supported_dtypes(node):
+            fn = None
         result = None
         if fn is not None:
             result = fn(self, *args, **kwargs)
@@ -231,6 +251,22 @@ class LoweringContext:
         (result,) = next(n for n in self.gm.graph.nodes if n.op == "output").args
         return [example_value(n) if isinstance(n, torch.fx.Node) else n
                 for n in _as_list(result)]
+
+
+_KERNEL_DTYPES = {torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64,
+                  torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool}
+
+
+def _supported_dtypes(node: torch.fx.Node) -> bool:
+    """Kernels handle real dtypes only; anything else (complex, fp8, ...) runs in ATen."""
+    values = [example_value(node)]
+    for arg in node.all_input_nodes:
+        values.append(example_value(arg))
+    for v in values:
+        for t in v if isinstance(v, (tuple, list)) else [v]:
+            if isinstance(t, torch.Tensor) and t.dtype not in _KERNEL_DTYPES:
+                return False
+    return True
 
 
 def _as_list(result: Any) -> list[Any]:

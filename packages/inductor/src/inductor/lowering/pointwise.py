@@ -23,7 +23,7 @@ _UNARY = {
     "log10": "log10", "log1p": "log1p", "sqrt": "sqrt", "rsqrt": "rsqrt", "sin": "sin",
     "cos": "cos", "tan": "tan", "asin": "asin", "acos": "acos", "atan": "atan", "sinh": "sinh",
     "cosh": "cosh", "tanh": "tanh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh",
-    "sigmoid": "sigmoid", "erf": "erf", "erfc": "erfc", "erfinv": "erfinv", "lgamma": "lgamma",
+    "sigmoid": "sigmoid", "erf": "erf", "erfc": "erfc", "lgamma": "lgamma",
     "reciprocal": "reciprocal", "neg": "neg", "abs": "abs", "relu": "relu", "sign": "sign",
     "frac": "frac",
 }

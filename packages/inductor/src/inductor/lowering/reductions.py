@@ -51,6 +51,8 @@ def reduce(
     reduce_sizes = [x.size[d] for d in dims]
     if layout is None:
         layout = Layout.contiguous(out_size, out_dtype, x.device)
+    if layout.numel() == 0:
+        return ctx.empty(layout)
     name = ctx.new_name()
     buf = ComputedBuffer(name, layout, None, ctx.node.name if ctx.node else "")
     ctx.register(buf)

@@ -92,6 +92,9 @@ def _view(ctx: LoweringContext, x: TensorValue, size: Sequence[int]) -> TensorVa
     new = out_size(ctx)
     if tuple(new) == tuple(x.size):
         return x
+    if 0 in new or 0 in x.size:
+        return Pointwise(tuple(new), x.dtype, x.device,
+                         lambda idx: ops.constant(0, x.dtype))
     return apply_view(x, new, reshape_map(x.size, new))
 
 
