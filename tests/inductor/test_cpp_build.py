@@ -9,7 +9,6 @@ import sys
 import textwrap
 
 import torch
-
 from aten_trace import trace_aten
 from inductor import compile_aten, config
 from inductor.runtime import cpp_build

@@ -10,7 +10,6 @@ import time
 from typing import Any
 
 import torch
-
 import zoo
 
 
@@ -33,7 +32,6 @@ def instrument(source: str) -> tuple[str, list[str]]:
 
 def main(name: str, train: bool) -> None:
     import aotgrad
-
     from inductor.decompositions import decomposition_table
     from inductor.pipeline import CompiledGraph, compile_aten
 
