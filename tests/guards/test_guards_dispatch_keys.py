@@ -103,21 +103,26 @@ def test_metadata_change_on_a_live_tensor_fails(dispatch_keys: bool,
     assert _passes(dispatch_keys, change) == (False, False)
 
 
-@pytest.mark.parametrize("shape", [(1,), (4, 8), (1, 1)])
-@pytest.mark.parametrize("layout", ["sparse_coo", "sparse_csr", "mkldnn"])
+def _other_layout(layout: str, shape: tuple[int, ...]) -> torch.Tensor:
+    dense = torch.randn(shape)
+    if layout == "sparse_coo":
+        return dense.to_sparse()
+    if layout == "sparse_csr":
+        return dense.to_sparse_csr()
+    return dense.to_mkldnn()
+
+
+LAYOUT_CASES = [("sparse_coo", (1,)), ("sparse_coo", (4, 8)), ("sparse_coo", (1, 1)),
+                ("sparse_csr", (4, 8)), ("sparse_csr", (1, 1))]
+if torch.backends.mkldnn.is_available():
+    LAYOUT_CASES += [("mkldnn", (1,)), ("mkldnn", (4, 8)), ("mkldnn", (1, 1))]
+
+
+@pytest.mark.parametrize(("layout", "shape"), LAYOUT_CASES)
 @pytest.mark.parametrize("dispatch_keys", [True, False])
 def test_other_layouts_fail(dispatch_keys: bool, layout: str, shape: tuple[int, ...]) -> None:
     dense = torch.randn(shape)
-    if layout == "sparse_coo":
-        other = torch.randn(shape).to_sparse()
-    elif layout == "sparse_csr":
-        if len(shape) != 2:
-            pytest.skip("CSR tensors are 2-d")
-        other = torch.randn(shape).to_sparse_csr()
-    else:
-        if not torch.backends.mkldnn.is_available():
-            pytest.skip("no mkldnn in this build")
-        other = torch.randn(shape).to_mkldnn()
+    other = _other_layout(layout, shape)
     tree = GuardBuilder().add(
         LocalSource("x"), TensorMatch.from_tensor(dense, dispatch_keys=dispatch_keys)).build()
     fn = compile_guard(tree).fn
