@@ -15,6 +15,7 @@ import itertools
 import math
 import operator
 import types
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -1020,6 +1021,11 @@ def call_callable_object(tx: Translator, obj: Any, args: list[Value], kwargs: di
     """Calls of callable objects with a known meaning (itemgetter, attrgetter)."""
     if isinstance(obj, operator.itemgetter):
         return _itemgetter(tx, obj, args)
+    if isinstance(obj, weakref.ReferenceType) and not args and not kwargs:
+        from capture.values.wrap import wrap
+
+        referent = obj()
+        return NONE if referent is None else wrap(tx.output, referent, None)
     if isinstance(obj, operator.attrgetter):
         from capture.interp.attributes import get_attr
 

@@ -58,6 +58,12 @@ def call_value(tx: Translator, fn: Value, args: list[Value], kwargs: dict[str, V
         call = inspect.getattr_static(fn.cls, "__call__", None)
         if inspect.isfunction(call):
             return call_value(tx, ConstantValue(call), [fn, *args], kwargs)
+        if fn.obj is not None:
+            from capture.interp import builtins_table
+
+            handled = builtins_table.call_callable_object(tx, fn.obj, args, kwargs)
+            if handled is not None:
+                return handled
     raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, f"calling {fn.describe()}")
 
 
