@@ -339,3 +339,30 @@ def test_global_tensor_mutated_in_place_is_seen():
         assert_same(compiled(t(4)), uses_global_tensor(t(4)))
     finally:
         G_WEIGHT.fill_(1.0)
+
+
+def test_same_function_compiled_twice_shares_the_code_cache():
+    backend = CountingBackend()
+    capture.reset()
+    first = capture.optimize(plain, backend=backend, fullgraph=True)
+    second = capture.optimize(plain, backend=backend, fullgraph=True)
+    first(t(4))
+    second(t(4))
+    assert backend.frame_count == 1, "the cache is per code object, not per wrapper"
+
+
+def test_nothing_injected_into_user_globals():
+    import types
+
+    module = types.ModuleType("user_module_for_capture_test")
+    exec(  # noqa: S102 - builds a user module with its own globals
+        "import torch\nSCALE = 2.0\ndef f(x, items):\n"
+        "    items.append(x.shape[0])\n    return torch.relu(x) * SCALE\n",
+        module.__dict__,
+    )
+    before = set(module.__dict__)
+    capture.reset()
+    compiled = capture.optimize(module.f, backend=CountingBackend(), fullgraph=True)
+    for n in (4, 4, 8):
+        compiled(t(n), [])
+    assert set(module.__dict__) == before, set(module.__dict__) - before
