@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
-from torch import fx
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from aotgrad import config as _config
@@ -98,7 +97,7 @@ class AotCompiled:
                  bw_compiler: Compiler | None = None,
                  partition_fn: PartitionFnLike | None = None,
                  decompositions: str | Mapping[Any, Callable[..., Any]] | None = None,
-                 *, num_lifted: int = 0) -> None:
+                 ) -> None:
         self.fn = fn
         self.fw_compiler = fw_compiler
         self.bw_compiler = bw_compiler or fw_compiler
@@ -106,7 +105,6 @@ class AotCompiled:
         self.decompositions = decompositions
         self.saved_bytes = SavedBytesCounter()
         self.cache: dict[tuple[Any, ...], tuple[Runner, Any, bool]] = {}
-        self.num_lifted = num_lifted
 
     def _key(self, leaves: Sequence[Any], training: bool, structure: Any) -> tuple[Any, ...]:
         parts: list[Any] = [training, structure]
@@ -292,10 +290,5 @@ def aot_module(module: torch.nn.Module, fw_compiler: Compiler,
     """`aot_function` for a module: its parameters and buffers become graph inputs (so they
     get gradients, and buffer updates such as BatchNorm running stats are written back)."""
     lifted = LiftedModule(module)
-    compiled = AotCompiled(lifted, fw_compiler, bw_compiler, partition_fn, decompositions,
-                           num_lifted=len(lifted.names))
+    compiled = AotCompiled(lifted, fw_compiler, bw_compiler, partition_fn, decompositions)
     return AotModule(module, compiled, lifted)
-
-
-def is_graph_module(value: object) -> bool:
-    return isinstance(value, fx.GraphModule)

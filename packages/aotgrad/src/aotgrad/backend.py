@@ -48,8 +48,7 @@ def make_backend(fw_compiler: Compiler, bw_compiler: Compiler | None = None,
     def backend(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         del example_inputs  # compiled lazily on the first call, from the real arguments
         lifted = LiftedModule(gm)
-        compiled = AotCompiled(lifted, fw_compiler, bw_compiler, partition_fn, decompositions,
-                               num_lifted=len(lifted.names))
+        compiled = AotCompiled(lifted, fw_compiler, bw_compiler, partition_fn, decompositions)
         return BackendCallable(gm, compiled, lifted)
 
     return backend
