@@ -58,6 +58,26 @@ class CompileRecord:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+# NOTE: caches are per code object (keyed by identity: equal code objects of different
+# functions keep apart) and per (backend, fullgraph), so two wrappers of one function with
+# one backend share their entries, and one function compiled with two backends does not.
+_code_caches: dict[
+    tuple[int, int, bool],
+    tuple[types.CodeType, guards.GuardCache[Callable[..., Any]], int, object],
+] = {}
+
+
+def _shared_cache(
+    code: types.CodeType, backend: object, fullgraph: bool
+) -> tuple[guards.GuardCache[Callable[..., Any]], int]:
+    key = (id(code), id(backend), fullgraph)
+    entry = _code_caches.get(key)
+    if entry is None or entry[0] is not code or entry[3] is not backend:
+        entry = (code, guards.GuardCache(None), next(_frame_ids), backend)
+        _code_caches[key] = entry
+    return entry[1], entry[2]
+
+
 def make_binder(fn: types.FunctionType) -> Callable[..., dict[str, object]]:
     """A function with `fn`'s signature that returns its arguments (and free variables) by name."""
     code = fn.__code__
@@ -114,8 +134,7 @@ class CompiledFunction:
         self.backend_name = backend_name
         self.fullgraph = fullgraph
         self.self_obj = self_obj
-        self.cache: guards.GuardCache[Callable[..., Any]] = guards.GuardCache(None)
-        self.frame_id = next(_frame_ids)
+        self.cache, self.frame_id = _shared_cache(self.code, backend, fullgraph)
         self.compiles: list[CompileRecord] = []
         self._binder = make_binder(fn)
         self._logged_fallback = False
@@ -357,6 +376,8 @@ def reset_all() -> None:
     """Forget every compiled entry of every wrapper."""
     for wrapper in list(_all_wrappers):
         wrapper.reset()
+    for _, cache, _, _ in list(_code_caches.values()):
+        cache.clear()
     guards.clear_all_caches()
 
 
