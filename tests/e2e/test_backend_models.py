@@ -29,12 +29,9 @@ TRIAGE = "see .notes/TRIAGE_backends.md"
 
 # Known compiler gaps: (test kind, model, backend) -> short cause. Each stays a strict xfail.
 XFAIL: dict[tuple[str, str, str], str] = {
-    **{("inference", "lstm", b): "capture: calling a weakref (nn.LSTM._weights_have_changed)"
-       for b in BACKENDS},
-    **{("training", "lstm", b): "capture: calling a weakref (nn.LSTM._weights_have_changed)"
-       for b in BACKENDS},
-    **{("training_backend_only", "lstm", b): "aotgrad: LSTM traced to mkldnn_rnn_layer whose "
-       "backward gets no workspace at run time" for b in BACKENDS},
+    **{(kind, "lstm", b): "aotgrad: LSTM traced to mkldnn_rnn_layer whose backward gets no "
+       "workspace at run time" for b in BACKENDS
+       for kind in ("training", "training_backend_only")},
     ("training", "gpt2", "inductor"): "inductor's decomposition table decomposes sdpa "
     "(flash_attention_for_cpu): wrong attention grads",
     ("training", "bert", "inductor"): "inductor's decomposition table decomposes sdpa "
