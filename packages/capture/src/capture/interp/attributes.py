@@ -286,10 +286,13 @@ def store_attr(tx: Translator, owner: Value, name: str, value: Value) -> None:
         return
     if isinstance(owner, (ObjectValue, ModuleValue)):
         if isinstance(owner, ModuleValue) and isinstance(value, TensorValue):
-            if name in owner.module._parameters or name in owner.module._buffers:
+            current = owner.module._parameters.get(name, owner.module._buffers.get(name))
+            if current is not None and output.input_by_id.get(id(current)) is value:
+                return  # `self.buf = self.buf` (e.g. after `self.buf += 1`): nothing changes
+            if name in owner.module._parameters:
                 raise unsupported(
                     GraphBreakKind.UNSUPPORTED_OBJECT,
-                    f"assigning to the parameter/buffer {name!r} of {owner.describe()}",
+                    f"assigning a tensor to the parameter {name!r} of {owner.describe()}",
                 )
         output.side_effects.store_attr(owner, name, value)
         return
