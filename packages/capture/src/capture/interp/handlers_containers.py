@@ -195,3 +195,44 @@ def unpack_ex(tx: Translator, ins: Instruction) -> None:
 @handler("GET_LEN")
 def get_len(tx: Translator, ins: Instruction) -> None:
     tx.push(ConstantValue(len(tx.stack[-1].unpack())))
+
+
+def _is_sequence(value: Value) -> bool:
+    if isinstance(value, (ListValue, TupleValue)):
+        return True
+    if isinstance(value, ConstantValue):
+        return isinstance(value.value, (tuple, list, range)) and not isinstance(
+            value.value, (str, bytes)
+        )
+    return False
+
+
+@handler("MATCH_SEQUENCE")
+def match_sequence(tx: Translator, ins: Instruction) -> None:
+    tx.push(ConstantValue(_is_sequence(tx.stack[-1])))
+
+
+@handler("MATCH_MAPPING")
+def match_mapping(tx: Translator, ins: Instruction) -> None:
+    subject = tx.stack[-1]
+    is_mapping = isinstance(subject, DictValue) or (
+        isinstance(subject, ObjectValue) and subject.dict_items is not None
+    )
+    if isinstance(subject, ConstantValue):
+        is_mapping = isinstance(subject.value, dict)
+    tx.push(ConstantValue(is_mapping))
+
+
+@handler("MATCH_KEYS")
+def match_keys(tx: Translator, ins: Instruction) -> None:
+    keys = tx.stack[-1].as_constant()
+    subject = tx.stack[-2]
+    if isinstance(subject, ObjectValue) and subject.dict_items is not None:
+        subject = subject.dict_items
+    assert isinstance(keys, tuple)
+    if not isinstance(subject, DictValue):
+        raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"match on {subject.describe()}")
+    if all(k in subject.items for k in keys):
+        tx.push(TupleValue([subject.items[k][1] for k in keys]))
+    else:
+        tx.push(ConstantValue(None))
