@@ -33,7 +33,11 @@ _EXTRA = [
 # decomposition: gelu lowers to one fused expression; addmm runs as one BLAS call.
 _KEEP = {aten.gelu.default, aten.addmm.default, aten.clamp.default,
          aten.embedding.default, aten.mean.dim, aten.var.correction,
-         aten.var_mean.correction}
+         aten.var_mean.correction,
+         # NOTE: its decomposition returns the attention weights where the real op returns
+         # the logsumexp that the op's own backward reads: decomposing only the forward
+         # of a joint graph would feed the backward the wrong tensor.
+         aten._scaled_dot_product_flash_attention_for_cpu.default}
 
 
 @functools.cache
