@@ -324,7 +324,8 @@ class KernelGen:
                         w.line("if (acc_nan) acc = std::numeric_limits<"
                                f"{ctype(vref.dtype)}>::quiet_NaN();")
                 w.line(f"{ctype(red.dtype)} tmp{red_pos} = acc;")
-            self._reemit_needed(w, body.ops, red_pos, subs)
+            if inner:  # NOTE: without loops the earlier values are still in scope
+                self._reemit_needed(w, body.ops, red_pos, subs)
             self._ops(w, after_ops, red_pos + 1, subs)
         w.close()
 
