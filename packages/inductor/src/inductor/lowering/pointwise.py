@@ -302,7 +302,7 @@ def _clone(ctx: LoweringContext, x: Any, **kwargs: Any) -> Pointwise:
 @lowering(aten._to_copy.default)
 def _to_copy(ctx: LoweringContext, x: Any, **kwargs: Any) -> Any:
     meta = out_meta(ctx)
-    if meta.device != x.device:
+    if meta.device != x.device or meta.layout != torch.strided:
         return NotImplemented
     return _identity(ctx, x)
 
