@@ -23,9 +23,12 @@ from aotgrad.trace import AtenTracer, run_with_meta
 __all__ = ["AotCompiled", "LiftedModule", "aot_function", "aot_module"]
 
 Runner = InferenceRunner | TrainingRunner
+# (runner, tensor positions or None for all arguments, check input storages, out spec, flat)
+FastEntry = tuple[Runner, list[int] | None, bool, Any, bool]
 
 
 _FLAT_LEAF_TYPES = (int, float, bool)
+_NOT_FLAT = object()
 
 
 def _tensor_key(t: torch.Tensor, training: bool) -> tuple[Any, ...]:
@@ -78,6 +81,13 @@ def _restore_sizes(value: Any, spec: Any) -> Any:
     return value
 
 
+def _output(outs: Sequence[Any], out_spec: Any) -> Any:
+    """The user's output structure from the flat outputs."""
+    if out_spec.is_leaf():
+        return outs[0]
+    return _restore_sizes(tree_unflatten(list(outs), out_spec), out_spec)
+
+
 def _hashable(value: Any) -> Any:
     try:
         hash(value)
@@ -105,6 +115,11 @@ class AotCompiled:
         self.decompositions = decompositions
         self.saved_bytes = SavedBytesCounter()
         self.cache: dict[tuple[Any, ...], tuple[Runner, Any, bool]] = {}
+        # NOTE: the hot path: flat-argument calls map straight to a runner, its tensor
+        # positions (None: all arguments) and whether input storages must be checked.
+        self.fast_cache: dict[tuple[Any, ...], FastEntry] = {}
+        self._plain_fn = not isinstance(fn, types.FunctionType) or not fn.__closure__
+        self._state_key: Callable[[], Any] | None = getattr(fn, "state_key", None)
 
     def _key(self, leaves: Sequence[Any], training: bool, structure: Any) -> tuple[Any, ...]:
         parts: list[Any] = [training, structure]
@@ -119,10 +134,46 @@ class AotCompiled:
         return tuple(parts)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs and self._plain_fn:
+            key = self._fast_key(args)
+            if key is not None:
+                entry = self.fast_cache.get(key)
+                if entry is not None:
+                    runner, positions, check_overlap, out_spec, flat_output = entry
+                    tensors = args if positions is None else [args[i] for i in positions]
+                    if not check_overlap or not _storages_overlap(tensors):
+                        outs = runner(tensors)
+                        if flat_output:
+                            return tuple(outs)
+                        return _output(outs, out_spec)
+        return self._call_slow(args, kwargs, key if not kwargs and self._plain_fn else None)
+
+    def _fast_key(self, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """A key for flat positional tensors and numbers (the backend's calls), else None.
+
+        NOTE: finer than `_key` (raw requires_grad flags and grad mode), and cheap: it maps to
+        an entry of `cache` found by the full lookup on its first use.
+        """
+        tensor = torch.Tensor
+        try:
+            parts = [(type(a), a.dtype, a.device, a.shape, a.stride(), a.storage_offset(),
+                      a.requires_grad) if isinstance(a, tensor) else
+                     ((type(a), a) if type(a) in _FLAT_LEAF_TYPES else _NOT_FLAT)
+                     for a in args]
+        except TypeError:  # an unhashable value in a tensor subclass' metadata
+            return None
+        if _NOT_FLAT in parts:
+            return None
+        state_key = self._state_key
+        return (torch.is_grad_enabled(), state_key() if state_key is not None else None,
+                *parts)
+
+    def _call_slow(self, args: tuple[Any, ...], kwargs: dict[str, Any],
+                   fast_key: tuple[Any, ...] | None) -> Any:
         closure = _closure_values(self.fn)
         if not kwargs and not closure and all(type(a) in _FLAT_LEAF_TYPES or
                                               isinstance(a, torch.Tensor) for a in args):
-            # NOTE: fast path (the backend's calls): flat positional tensors and numbers.
+            # NOTE: flat positional tensors and numbers.
             leaves: list[Any] = list(args)
             structure: Any = len(args)
         else:
@@ -137,14 +188,19 @@ class AotCompiled:
             entry = self._compile(leaves, in_spec, training)
             self.cache[key] = entry
         runner, out_spec, flat_output = entry
-        if runner.forward.mutated_inputs and _storages_overlap(tensors):
+        check_overlap = bool(runner.forward.mutated_inputs)
+        if fast_key is not None:
+            positions = None if len(tensors) == len(args) else [
+                i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+            self.fast_cache[fast_key] = (runner, positions, check_overlap, out_spec, flat_output)
+        if check_overlap and _storages_overlap(tensors):
             # NOTE: the graphs assume distinct input storages; a write through one of two
             # aliased inputs must show in the other, as only eager gets right.
             return self.fn(*args, **kwargs)
         outs = runner(tensors)
         if flat_output:
             return tuple(outs)
-        return _restore_sizes(tree_unflatten(outs, out_spec), out_spec)
+        return _output(outs, out_spec)
 
     def _compile(self, leaves: list[Any], in_spec: Any, training: bool,
                  ) -> tuple[Runner, Any, bool]:
@@ -235,6 +291,11 @@ class LiftedModule:
         self.param_names = [n for n, _ in module.named_parameters()]
         self.buffer_names = [n for n, _ in module.named_buffers()]
         self.names = self.param_names + self.buffer_names
+        params = set(self.param_names)
+        # NOTE: `state` walks `_modules` along these paths (as `named_parameters` does) rather
+        # than enumerating every member on each call.
+        self._paths = [(tuple(n.split(".")[:-1]), n.rpartition(".")[2], n in params)
+                       for n in self.names]
         # NOTE: a tensor registered under several names (tied weights) is one input; every
         # name it is registered under is swapped for that input while tracing.
         index = {id(t): i for i, t in enumerate(self.state())}
@@ -245,12 +306,22 @@ class LiftedModule:
 
     def state_key(self) -> tuple[bool, ...]:
         """The modules' train/eval flags: a traced graph depends on them."""
+        if not self.module._modules:
+            return (self.module.training,)
         return tuple(m.training for m in self.module.modules())
 
     def state(self) -> list[torch.Tensor]:
-        params = dict(self.module.named_parameters())
-        buffers = dict(self.module.named_buffers())
-        return [params[n] for n in self.param_names] + [buffers[n] for n in self.buffer_names]
+        """The parameters and buffers, read anew (they may have been reassigned)."""
+        if not self.names:
+            return []
+        result: list[torch.Tensor] = []
+        for path, attr, is_param in self._paths:
+            owner = self.module
+            for part in path:
+                owner = owner._modules[part]  # type: ignore[assignment]  # a module
+            table = owner._parameters if is_param else owner._buffers
+            result.append(table[attr])  # type: ignore[arg-type]  # named members: not None
+        return result
 
     def _swap(self, args: Sequence[Any]) -> contextlib.AbstractContextManager[None]:
         return _swapped(self.module, self.swap_names, [args[i] for i in self.swap_inputs])

@@ -33,6 +33,8 @@ class BackendCallable:
         return self.compiled.saved_bytes
 
     def __call__(self, *args: Any) -> Any:
+        if not self.lifted.names:
+            return self.compiled(*args)
         return self.compiled(*self.lifted.state(), *args)
 
 

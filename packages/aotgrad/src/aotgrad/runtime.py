@@ -37,6 +37,13 @@ class SavedBytesCounter:
         self.total += size
         self.calls += 1
 
+    def record_bytes(self, size: int) -> None:
+        """`record` for tensors whose bytes are known: `size`."""
+        self.last = size
+        self.peak = max(self.peak, size)
+        self.total += size
+        self.calls += 1
+
 
 def example_inputs(gm: fx.GraphModule) -> list[Any]:
     """The example values (fake tensors) of a graph's placeholders, in order."""
@@ -76,22 +83,51 @@ def user_outputs(specs: Sequence[OutputSpec], args: Sequence[Any],
     return results
 
 
+def _is_plain(forward: FunctionalGraph) -> bool:
+    """No mutated inputs, and the user outputs are exactly the graph outputs, in order: the
+    wrapper can hand the compiled outputs back as they are."""
+    return not forward.mutated_inputs and all(
+        spec.kind == "graph" and spec.index == i for i, spec in enumerate(forward.outputs))
+
+
+def _static_bytes(examples: Sequence[Any]) -> int | None:
+    """The bytes of `examples` when all are tensors of static shape, else None."""
+    total = 0
+    for example in examples:
+        if not isinstance(example, torch.Tensor):
+            return None
+        numel: Any = example.numel()  # an int, or a SymInt under dynamic shapes
+        if not isinstance(numel, int):
+            return None
+        total += numel * example.element_size()
+    return total
+
+
 class InferenceRunner:
     """Runs the compiled functional forward alone (no input requires grad, or grad mode off)."""
 
     def __init__(self, forward: FunctionalGraph, fw_compiler: Compiler) -> None:
         self.forward = forward
         self.compiled = fw_compiler(forward.gm, example_inputs(forward.gm))
+        self.plain = _is_plain(forward)
 
-    def __call__(self, args: Sequence[Any]) -> list[Any]:
+    def __call__(self, args: Sequence[Any]) -> Sequence[Any]:
         outs = self.compiled(*args)
+        if self.plain:
+            return outs  # type: ignore[no-any-return]  # the compiled graph's tuple/list
         k = len(self.forward.mutated_inputs)
         _apply_mutations(args, self.forward.mutated_inputs, outs[:k])
         return user_outputs(self.forward.outputs, args, outs[k:])
 
 
 class TrainingRunner:
-    """Runs a partitioned joint graph through an `autograd.Function`."""
+    """Runs a partitioned joint graph through an `autograd.Function`.
+
+    NOTE: everything that does not depend on the call (which outputs are differentiable,
+    whether saved values are all tensors, their bytes under static shapes) is worked out here
+    once; the forward of a graph without mutated inputs and non-differentiable outputs only
+    runs the compiled graph and saves its tensors.
+    """
 
     def __init__(self, forward: FunctionalGraph, fw_gm: fx.GraphModule, bw_gm: fx.GraphModule,
                  *, num_fwd_outputs: int, tangent_outputs: Sequence[int],
@@ -101,6 +137,7 @@ class TrainingRunner:
         self.num_fwd_outputs = num_fwd_outputs
         self.fw_gm = fw_gm
         self.bw_gm = bw_gm
+        self.plain = _is_plain(forward)
         fw = fw_compiler(fw_gm, example_inputs(fw_gm))
         bw_examples = example_inputs(bw_gm)
         bw_compiled: list[Callable[..., Any]] = []
@@ -108,6 +145,13 @@ class TrainingRunner:
         tangent_set = set(tangent_list)
         num_outputs = num_fwd_outputs
         mutated_inputs = list(forward.mutated_inputs)
+        non_differentiable = [i for i in range(num_outputs) if i not in tangent_set]
+        num_saved = len(bw_examples) - len(tangent_list)
+        saved_bytes = _static_bytes(bw_examples[:num_saved])
+        # NOTE: saved values are all tensors of static shape: no layout to record, and their
+        # bytes are known now (the graph's shapes are fixed for this compiled signature).
+        fast = not mutated_inputs and not non_differentiable and saved_bytes is not None
+        tangent_examples = bw_examples[num_saved:]
 
         def compiled_bw() -> Callable[..., Any]:
             # NOTE: compiled lazily: inference-like training calls never run backward.
@@ -119,6 +163,11 @@ class TrainingRunner:
             @staticmethod
             def forward(ctx: Any, *args: Any) -> Any:
                 outs = fw(*args)
+                if fast:
+                    ctx.save_for_backward(*outs[num_outputs:])
+                    ctx.saved_layout = None
+                    counter.record_bytes(saved_bytes)  # type: ignore[arg-type]  # fast: int
+                    return tuple(outs[:num_outputs])
                 fwd = list(outs[:num_outputs])
                 saved = list(outs[num_outputs:])
                 # NOTE: an input that the wrapper overwrites after this forward is saved as a
@@ -130,8 +179,8 @@ class TrainingRunner:
                 ctx.saved_layout = [isinstance(s, torch.Tensor) for s in saved]
                 ctx.saved_other = [s for s in saved if not isinstance(s, torch.Tensor)]
                 counter.record(tensors)
-                no_grad = [o for i, o in enumerate(fwd)
-                           if isinstance(o, torch.Tensor) and i not in tangent_set]
+                no_grad = [fwd[i] for i in non_differentiable
+                           if isinstance(fwd[i], torch.Tensor)]
                 if no_grad:
                     ctx.mark_non_differentiable(*no_grad)
                 return tuple(fwd)
@@ -139,24 +188,50 @@ class TrainingRunner:
             @staticmethod
             @torch.autograd.function.once_differentiable
             def backward(ctx: Any, *grads: Any) -> Any:
-                tensors = iter(ctx.saved_tensors)
-                others = iter(ctx.saved_other)
-                saved = [next(tensors) if is_tensor else next(others)
-                         for is_tensor in ctx.saved_layout]
+                if ctx.saved_layout is None:
+                    saved = list(ctx.saved_tensors)
+                else:
+                    tensors = iter(ctx.saved_tensors)
+                    others = iter(ctx.saved_other)
+                    saved = [next(tensors) if is_tensor else next(others)
+                             for is_tensor in ctx.saved_layout]
                 tangents: list[torch.Tensor] = []
-                for i in tangent_list:
+                for example, i in zip(tangent_examples, tangent_list):
                     grad = grads[i]
                     if grad is None:
-                        example = bw_examples[len(saved) + len(tangents)]
                         grad = torch.zeros(example.shape, dtype=example.dtype,
                                            device=example.device)
                     tangents.append(grad.contiguous())
                 return tuple(compiled_bw()(*saved, *tangents))
 
         self.function = CompiledFunction
+        self._apply = _fast_apply(CompiledFunction)
 
-    def __call__(self, args: Sequence[Any]) -> list[Any]:
-        outs = self.function.apply(*args)  # type: ignore[no-untyped-call]  # torch: untyped
+    def __call__(self, args: Sequence[Any]) -> Sequence[Any]:
+        outs = self._apply(*args)
+        if self.plain:
+            return outs  # type: ignore[no-any-return]  # the function's tuple
         k = len(self.forward.mutated_inputs)
         _apply_mutations(args, self.forward.mutated_inputs, outs[:k])
         return user_outputs(self.forward.outputs, args, outs[k:])
+
+
+def _fast_apply(function: type[torch.autograd.Function]) -> Callable[..., Any]:
+    """`function.apply` for tensor arguments, without the Python layer of
+    `autograd.Function.apply` when no functorch transform is active.
+
+    NOTE: that layer binds default arguments (only with a `setup_context`, which ours lacks),
+    unwraps dead functorch wrappers (done here too, per tensor), and routes through functorch
+    when a transform is active (then the public `apply` runs).
+    """
+    c_apply = super(torch.autograd.Function, function).apply  # type: ignore[misc]
+    public_apply = function.apply
+    transforms_active = torch._C._are_functorch_transforms_active
+    unwrap_if_dead = torch._C._functorch.unwrap_if_dead
+
+    def apply(*args: Any) -> Any:
+        if transforms_active():
+            return public_apply(*args)  # type: ignore[no-untyped-call]  # torch: untyped
+        return c_apply(*[unwrap_if_dead(a) for a in args])
+
+    return apply
