@@ -84,6 +84,27 @@ _REFUSED: dict[object, str] = {
 }
 
 
+_REFUSED_NAMES = {
+    (getattr(f, "__module__", ""), getattr(f, "__qualname__", "")): why for f, why in _REFUSED.items()
+}
+
+
+def _refusal(fn: object) -> str | None:
+    """Why `fn` may not go in a graph (None if it may). Wrapped functions count as the
+    function they wrap (torch re-wraps some, e.g. manual_seed, when its compiler loads)."""
+    try:
+        why = _REFUSED.get(fn)
+    except TypeError:
+        return None
+    if why is None:
+        inner = getattr(fn, "__wrapped__", None)
+        if inner is not None and inner is not fn:
+            return _refusal(inner)
+        key = (getattr(fn, "__module__", ""), getattr(fn, "__qualname__", ""))
+        why = _REFUSED_NAMES.get(key)
+    return why
+
+
 def _to_fx(value: Value) -> Any:
     if isinstance(value, TensorValue):
         return value.node
@@ -143,7 +164,7 @@ def call_torch(
     method: str | None = None,
 ) -> Value:
     """Record `fn(*args, **kwargs)` (or `args[0].method(...)`) and return its value."""
-    refused = _REFUSED.get(fn)
+    refused = _refusal(fn)
     if refused is not None:
         raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, refused, HINT_DATA_DEPENDENT)
     has_tensor = any(_contains_tensor(a) for a in args) or any(
