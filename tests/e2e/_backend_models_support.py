@@ -121,14 +121,23 @@ def tensors_of(out: Any, prefix: str = "out") -> dict[str, torch.Tensor]:
     return found
 
 
+def assert_close(actual: torch.Tensor, expected: torch.Tensor, what: str,
+                 tol: Mapping[str, float]) -> None:
+    """`torch.testing.assert_close` with tolerances `tol` and `what` before its message."""
+
+    def message(m: str) -> str:
+        return f"{what}: {m}"
+
+    torch.testing.assert_close(actual, expected, rtol=tol["rtol"], atol=tol["atol"],
+                               msg=message)
+
+
 def assert_close_all(actual: Any, expected: Any, where: str, tol: Mapping[str, float]) -> None:
     """Every tensor of `actual` equals the same-named tensor of `expected`."""
     a, e = tensors_of(actual), tensors_of(expected)
     assert list(a) == list(e), f"{where}: fields {list(a)} vs {list(e)}"
     for name, ev in e.items():
-        torch.testing.assert_close(
-            a[name], ev, msg=lambda m, w=where, n=name: f"{w} {n}: {m}", **tol
-        )
+        assert_close(a[name], ev, f"{where} {name}", tol)
 
 
 def _clone_args(args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -185,10 +194,9 @@ def check_training(
         actual = compiled(*_clone_args(args), **kwargs)
         assert_close_all(actual, expected, where, out_tol)
         loss_e, loss_c = loss_of(expected), loss_of(actual)
-        torch.testing.assert_close(loss_c, loss_e, msg=lambda m, w=where: f"{w} loss: {m}",
-                                   **out_tol)
-        loss_e.backward()
-        loss_c.backward()
+        assert_close(loss_c, loss_e, f"{where} loss", out_tol)
+        loss_e.backward()  # type: ignore[no-untyped-call]  # torch: untyped
+        loss_c.backward()  # type: ignore[no-untyped-call]  # torch: untyped
         e_params = dict(model.named_parameters())
         for name, p in twin.named_parameters():
             e = e_params[name]
@@ -196,15 +204,10 @@ def check_training(
                 assert p.grad is None, f"{where}: {name} has a grad only when compiled"
                 continue
             assert p.grad is not None, f"{where}: {name} has no grad when compiled"
-            torch.testing.assert_close(
-                p.grad, e.grad, msg=lambda m, w=where, n=name: f"{w} grad {n}: {m}", **grad_tol
-            )
+            assert_close(p.grad, e.grad, f"{where} grad {name}", grad_tol)
         e_buffers = dict(model.named_buffers())
         for name, b in twin.named_buffers():
-            torch.testing.assert_close(
-                b, e_buffers[name], msg=lambda m, w=where, n=name: f"{w} buffer {n}: {m}",
-                **out_tol,
-            )
+            assert_close(b, e_buffers[name], f"{where} buffer {name}", out_tol)
         opt_e.step()
         opt_c.step()
         opt_e.zero_grad()

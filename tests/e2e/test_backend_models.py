@@ -32,12 +32,6 @@ XFAIL: dict[tuple[str, str, str], str] = {
     **{(kind, "lstm", b): "aotgrad: LSTM traced to mkldnn_rnn_layer whose backward gets no "
        "workspace at run time" for b in BACKENDS
        for kind in ("training", "training_backend_only")},
-    ("training", "gpt2", "inductor"): "inductor's decomposition table decomposes sdpa "
-    "(flash_attention_for_cpu): wrong attention grads",
-    ("training", "bert", "inductor"): "inductor's decomposition table decomposes sdpa "
-    "(flash_attention_for_cpu): wrong attention grads",
-    ("training", "vit_tiny_patch16_224", "inductor"): "inductor's decomposition table "
-    "decomposes sdpa (flash_attention_for_cpu): wrong attention grads",
 }
 
 # Over ~10 s each on this 2-core machine with a cold inductor cache or under load (C++ builds
