@@ -4,6 +4,7 @@ index map is linear, and an inlined loader (no copy) otherwise.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -220,12 +221,19 @@ def _as_strided(ctx: LoweringContext, x: TensorValue, size: Sequence[int],
     return BufferView(x.buffer, lay)
 
 
+_CAT_EXTERN_PARTS = 3
+_CAT_EXTERN_NUMEL = 32768
+
+
 @lowering(aten.cat.default, prims.cat.default)
 def _cat(ctx: LoweringContext, tensors: Sequence[Any], dim: int = 0) -> Any:
     new = out_size(ctx)
     dim = normalize_dim(dim, len(new))
     parts = [t for t in tensors if not (len(t.size) == 1 and t.size[0] == 0)]
-    if len(parts) > 8:
+    if len(parts) > 8 or (len(parts) >= _CAT_EXTERN_PARTS
+                          and math.prod(new) >= _CAT_EXTERN_NUMEL):
+        # NOTE: the select chain loads every part at every element (gathers when a part is
+        # a permuted view); with many parts over a large output ATen's copy per part wins.
         return NotImplemented
     if not parts:
         from inductor.lowering.pointwise import _filled
