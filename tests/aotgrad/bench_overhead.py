@@ -14,9 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import torch
-
 import aotgrad
+import torch
 
 REPEATS = 2000
 ROUNDS = 15

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import expecttest
 import torch
-
 from _aotgrad_checks import check_functionalized
 
 

@@ -15,6 +15,7 @@ import torch
 from torch import fx
 
 from aotgrad.functionalize import FunctionalGraph, OutputSpec
+from aotgrad.gradmode import needs_grad_mode, with_grad_mode
 
 __all__ = ["Compiler", "InferenceRunner", "SavedBytesCounter", "TrainingRunner", "example_inputs"]
 
@@ -139,6 +140,8 @@ class TrainingRunner:
         self.bw_gm = bw_gm
         self.plain = _is_plain(forward)
         fw = fw_compiler(fw_gm, example_inputs(fw_gm))
+        if needs_grad_mode(fw_gm):
+            fw = with_grad_mode(fw)
         bw_examples = example_inputs(bw_gm)
         bw_compiled: list[Callable[..., Any]] = []
         tangent_list = list(tangent_outputs)
@@ -156,7 +159,8 @@ class TrainingRunner:
         def compiled_bw() -> Callable[..., Any]:
             # NOTE: compiled lazily: inference-like training calls never run backward.
             if not bw_compiled:
-                bw_compiled.append(bw_compiler(bw_gm, bw_examples))
+                bw = bw_compiler(bw_gm, bw_examples)
+                bw_compiled.append(with_grad_mode(bw) if needs_grad_mode(bw_gm) else bw)
             return bw_compiled[0]
 
         class CompiledFunction(torch.autograd.Function):

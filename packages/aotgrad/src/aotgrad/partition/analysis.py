@@ -14,6 +14,8 @@ from collections.abc import Iterable, Sequence
 import torch
 from torch import fx
 
+from aotgrad.gradmode import GRAD_MODE_OPS
+
 aten = torch.ops.aten
 
 # NOTE: not pointwise or views, but as cheap as a copy and safe to run twice, so min_cut may
@@ -95,8 +97,12 @@ def is_cheap(node: fx.Node) -> bool:
 
 
 def is_rerunnable(node: fx.Node) -> bool:
-    """Anything deterministic: `memory_budget` may recompute it when the budget asks."""
-    if node.op != "call_function" or is_random(node):
+    """Anything deterministic: `memory_budget` may recompute it when the budget asks.
+
+    NOTE: not an op whose outputs depend on grad mode (`aotgrad.gradmode`): the backward runs
+    with grad mode off.
+    """
+    if node.op != "call_function" or is_random(node) or node.target in GRAD_MODE_OPS:
         return False
     target = node.target
     return not (isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable)
