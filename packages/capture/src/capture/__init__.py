@@ -9,6 +9,7 @@ transformed code.
 from __future__ import annotations
 
 import functools
+import logging
 import types
 from collections.abc import Callable
 from typing import Any
@@ -62,7 +63,12 @@ def optimize(
         name = _backend_name(backend)
     else:
         raise TypeError(f"backend must be a name or a callable, got {type(backend).__name__}")
-    del dynamic  # NOTE: static shapes only; guards recompile on shape changes.
+    if dynamic:
+        # NOTE: static shapes only for now; shape changes recompile through the guards.
+        logging.getLogger("capture").info(
+            "capture.optimize(dynamic=True): dynamic shapes are not supported yet; "
+            "compiling with static shapes (a shape change recompiles)"
+        )
     if isinstance(target, OptimizedModule):
         target = target._orig_mod
     if isinstance(target, torch.nn.Module):
