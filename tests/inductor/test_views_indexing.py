@@ -110,3 +110,26 @@ def test_slice_and_select_scatter() -> None:
 
     x = torch.randn(4, 9)
     run_and_compare(f, [x, torch.randn(4, 3), torch.randn(2, 9)])
+
+
+def test_clamped_loops_split() -> None:
+    # NOTE: cat, pad and slice_scatter along the innermost dim clamp their loads; the
+    # innermost loop is split where the clamps change, and each piece must stay exact
+    def f(a: torch.Tensor, b: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        y = x.tanh()
+        return (torch.cat([a.sigmoid(), b * 2], 1), F.pad(a, (3, 5), value=-1.0),
+                torch.slice_scatter(y, y[:, :8] * 0.5, 1, 0, 8),
+                torch.cat([a, b, a + 1, b - 1], 1))
+
+    compiled = run_and_compare(f, [torch.randn(64, 40), torch.randn(64, 24),
+                                   torch.randn(64, 128)])
+    source = "\n".join(k.source for k in compiled.kernels)
+    assert "x1 = 8; x1 < 128" in source  # slice_scatter: the untouched columns
+    compiled = run_and_compare(lambda a, b: torch.cat([a.sigmoid(), b * 2], 1) + 1,
+                               [torch.randn(64, 40), torch.randn(64, 24)])
+    source = "\n".join(k.source for k in compiled.kernels)
+    assert "x1 = 40; x1 < 64" in source  # the cat's second part in its own loop
+    compiled = run_and_compare(lambda a: F.pad(a, (3, 5), value=-1.0).relu(),
+                               [torch.randn(64, 40)])
+    source = "\n".join(k.source for k in compiled.kernels)
+    assert "x1 = 3; x1 < 43" in source and "x1 = 43; x1 < 48" in source

@@ -8,6 +8,7 @@ innermost loops (with reduction clauses for reductions), scalars for group-local
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -18,7 +19,7 @@ from inductor.codegen.ops import Ref
 from inductor.ir.loop_body import LoopBody, LoopOp
 from inductor.ir.nodes import Buffer, ComputedBuffer
 from inductor.scheduler.fusion import FusedGroup, inner_symbol, outer_symbol, split_node
-from inductor.sizevars import cexpr
+from inductor.sizevars import Clamp, cexpr
 
 CTYPE = {
     torch.float32: "float",
@@ -142,6 +143,8 @@ class KernelGen:
         self.params: dict[str, str] = {}
         self.param_order: list[str] = []
         self.locals: dict[str, str] = {}
+        # NOTE: while emitting one piece of a split innermost loop: (symbol, start, end)
+        self._piece: tuple[sympy.Symbol, int, int] | None = None
         writes = group.writes()
         for n in group.nodes:
             assert n.body is not None
@@ -190,13 +193,13 @@ class KernelGen:
     def _expr(self, op: LoopOp, subs: dict[sympy.Symbol, sympy.Expr]) -> str:
         a = op.args
         if op.kind == "load":
-            return self._load(str(a[0]), _sub(a[1], subs))
+            return self._load(str(a[0]), self._fold(_sub(a[1], subs)))
         if op.kind == "constant":
             assert op.dtype is not None
             return literal(a[0], op.dtype)
         if op.kind == "index_expr":
             assert op.dtype is not None
-            return f"static_cast<{ctype(op.dtype)}>({cexpr(_sub(a[0], subs))})"
+            return f"static_cast<{ctype(op.dtype)}>({cexpr(self._fold(_sub(a[0], subs)))})"
         if op.kind == "to_dtype":
             src = a[0]
             assert isinstance(src, Ref)
@@ -211,7 +214,7 @@ class KernelGen:
             return f"({a[0]} ? {a[1]} : {a[2]})"
         if op.kind == "rand":
             fn = "ind_randn" if a[2] else "ind_rand"
-            return f"{fn}({a[0]}, {cexpr(_sub(a[1], subs))})"
+            return f"{fn}({a[0]}, {cexpr(self._fold(_sub(a[1], subs)))})"
         if op.kind in _BINARY_INFIX:
             return f"({a[0]} {_BINARY_INFIX[op.kind]} {a[1]})"
         if op.kind == "neg":
@@ -348,7 +351,8 @@ class KernelGen:
              subs: dict[sympy.Symbol, sympy.Expr]) -> None:
         for i, op in enumerate(ops_, start):
             if op.kind in ("store", "store_reduction"):
-                self._store(w, str(op.args[0]), _sub(op.args[1], subs), str(op.args[2]))
+                self._store(w, str(op.args[0]), self._fold(_sub(op.args[1], subs)),
+                            str(op.args[2]))
                 continue
             assert op.dtype is not None
             w.line(f"{ctype(op.dtype)} tmp{i} = {self._expr(op, subs)};")
@@ -404,25 +408,104 @@ class KernelGen:
         if tile:
             self._tiled_loops(w, parallel)
         else:
+            pieces = self._clamp_pieces() if pure and (par_loops < k or k == 1) else []
             for j, size in enumerate(g.outer):
                 last = j == k - 1
+                pragma = ""
                 if j == 0 and par_loops:
                     pragma = "#pragma omp parallel for"
                     if par_loops > 1:
                         pragma += f" collapse({par_loops})"
                     if pure and last and self.simd:
                         pragma += " simd"
-                    w.line(pragma)
                 elif pure and last and self.simd and j >= par_loops:
-                    w.line("#pragma omp simd")
+                    pragma = "#pragma omp simd"
                 sym = outer_symbol(j)
+                if last and pieces:
+                    self._split_loop(w, sym, pieces, pragma, parallel_reduction)
+                    for _ in range(len(g.outer) - 1):
+                        w.close()
+                    return
+                if pragma:
+                    w.line(pragma)
                 w.open(f"for (int64_t {sym} = 0; {sym} < {size}; ++{sym})")
-        for name, loc in self.locals.items():
-            w.line(f"{ctype(_compute(self.buffers[name].dtype))} {loc};")
-        for n in g.nodes:
-            self._node(w, n, parallel_reduction)
+        self._loop_body(w, parallel_reduction)
         for _ in range(len(g.outer) + (2 if tile else 0)):
             w.close()
+
+    def _loop_body(self, w: _Writer, parallel_reduction: bool) -> None:
+        for name, loc in self.locals.items():
+            w.line(f"{ctype(_compute(self.buffers[name].dtype))} {loc};")
+        for n in self.group.nodes:
+            self._node(w, n, parallel_reduction)
+
+    # -- clamped indices (cat, pad, slice_scatter): split the innermost loop --------------
+    def _clamp_pieces(self) -> list[tuple[int, int]]:
+        """Ranges of the innermost outer loop inside which every `Clamp(x + c, lo, hi)` of
+        a load or index is constant or the identity: emitted as separate loops, the masked
+        branches fold away and the loads stop being gathers."""
+        g = self.group
+        if g.k == 0:
+            return []
+        sym = outer_symbol(g.k - 1)
+        size = g.outer[-1]
+        cuts: set[int] = set()
+        for n in g.nodes:
+            assert n.body is not None
+            sp = split_node(n.body, g.outer)
+            assert sp is not None
+            for op in n.body.ops:
+                if op.kind in ("load", "store"):
+                    idx = op.args[1]
+                elif op.kind == "index_expr":
+                    idx = op.args[0]
+                else:
+                    continue
+                assert isinstance(idx, sympy.Expr)
+                for c in _sub(idx, sp.subs).atoms(Clamp):
+                    x, lo, hi = c.args
+                    off = x - sym
+                    if sym not in x.free_symbols or not (off.is_Integer and lo.is_Integer
+                                                         and hi.is_Integer):
+                        continue
+                    cuts.update(int(b) for b in (lo - off, hi - off + 1) if 0 < int(b) < size)
+        if not cuts or len(cuts) > 6:
+            return []
+        bounds = [0, *sorted(cuts), size]
+        return list(itertools.pairwise(bounds))
+
+    def _split_loop(self, w: _Writer, sym: sympy.Symbol, pieces: list[tuple[int, int]],
+                    pragma: str, parallel_reduction: bool) -> None:
+        for start, end in pieces:
+            if pragma:
+                w.line(pragma)
+            w.open(f"for (int64_t {sym} = {start}; {sym} < {end}; ++{sym})")
+            self._piece = (sym, start, end)
+            self._loop_body(w, parallel_reduction)
+            self._piece = None
+            w.close()
+
+    def _fold(self, expr: sympy.Expr) -> sympy.Expr:
+        """Inside a piece of a split loop: clamps of its symbol become constants or go."""
+        if self._piece is None or not expr.has(Clamp):
+            return expr
+        sym, start, end = self._piece
+
+        def fold(c: sympy.Expr) -> sympy.Expr:
+            x, lo, hi = c.args
+            off = x - sym
+            if sym not in x.free_symbols or not (off.is_Integer and lo.is_Integer
+                                                 and hi.is_Integer):
+                return c
+            if end - 1 + off <= lo:
+                return lo
+            if start + off >= hi:
+                return hi
+            if start + off >= lo and end - 1 + off <= hi:
+                return x
+            return c
+
+        return sympy.expand(expr.replace(lambda e: isinstance(e, Clamp), fold))
 
     # -- transposes: tile the two innermost loops -----------------------------------------
     def _transpose_tile(self, pure: bool) -> bool:
