@@ -306,9 +306,19 @@ class LiftedModule:
 
     def state_key(self) -> tuple[bool, ...]:
         """The modules' train/eval flags: a traced graph depends on them."""
-        if not self.module._modules:
-            return (self.module.training,)
-        return tuple(m.training for m in self.module.modules())
+        # NOTE: a flat walk of `_modules` (every call reads the tree as it is now); cheaper
+        # than `modules()`'s recursive generators on the hot path.
+        module = self.module
+        if not module._modules:
+            return (module.training,)
+        flags: list[bool] = []
+        stack: list[torch.nn.Module | None] = [module]
+        while stack:
+            current = stack.pop()
+            if current is not None:
+                flags.append(current.training)
+                stack.extend(current._modules.values())
+        return tuple(flags)
 
     def state(self) -> list[torch.Tensor]:
         """The parameters and buffers, read anew (they may have been reassigned)."""
