@@ -14,7 +14,6 @@ backends do with a model capture cannot take yet.
 from __future__ import annotations
 
 import copy
-import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -30,23 +29,9 @@ OUT_TOL: dict[str, float] = {"rtol": 1e-4, "atol": 1e-5}
 GRAD_TOL: dict[str, float] = {"rtol": 1e-4, "atol": 1e-4}
 
 
-# Where the packages' entry points (`capture.backends`) point.
-_ENTRY_POINTS = {"aot_eager": "aotgrad.backend:aot_eager", "inductor": "inductor.backend:inductor"}
-
-
 def lookup_backend(name: str) -> Any:
-    """The registered backend `name`. NOTE: `.venv-models` holds editable installs made before
-    the packages declared their entry points (no entry_points.txt there), so capture finds
-    only "eager" in that env; then the same object the entry point names is registered."""
-    try:
-        return capture.lookup_backend(name)
-    except ValueError:
-        if name not in _ENTRY_POINTS:
-            raise
-        module, _, attr = _ENTRY_POINTS[name].partition(":")
-        fn = getattr(importlib.import_module(module), attr)
-        capture.register_backend(name, fn)
-        return fn
+    """The backend registered as `name` (through the `capture.backends` entry points)."""
+    return capture.lookup_backend(name)
 
 
 class CountingBackend:
