@@ -33,6 +33,14 @@ class Option:
         return raw
 
 
+def _usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask, e.g. under `taskset`)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def _default_cache_dir() -> str:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "compiler-inductor")
@@ -43,7 +51,7 @@ _DECLARED: tuple[Option, ...] = (
            "fuse producers into consumers and reductions with their epilogues"),
     Option("simd", True, "INDUCTOR_SIMD",
            "emit `#pragma omp simd` on innermost loops (with reduction clauses)"),
-    Option("threads", os.cpu_count() or 1, "INDUCTOR_THREADS",
+    Option("threads", _usable_cpus(), "INDUCTOR_THREADS",
            "OpenMP threads that generated kernels may use (1 disables `omp parallel`)"),
     Option("parallel_threshold", 32768, "INDUCTOR_PARALLEL_THRESHOLD",
            "minimum elements a kernel handles before its outer loop runs in parallel"),
@@ -58,7 +66,7 @@ _DECLARED: tuple[Option, ...] = (
     Option("cache_dir", _default_cache_dir(), "INDUCTOR_CACHE_DIR",
            "directory of the on-disk cache of compiled kernel libraries",
            affects_codegen=False),
-    Option("compile_threads", max(2, os.cpu_count() or 1), "INDUCTOR_COMPILE_THREADS",
+    Option("compile_threads", max(2, _usable_cpus()), "INDUCTOR_COMPILE_THREADS",
            "compiler processes run in parallel to build one graph's kernels",
            affects_codegen=False),
     Option("kernels_per_library", 8, "INDUCTOR_KERNELS_PER_LIBRARY",
