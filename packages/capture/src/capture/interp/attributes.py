@@ -29,7 +29,7 @@ from capture.values import (
     TupleValue,
     Value,
 )
-from capture.values.wrap import wrap
+from capture.values.wrap import is_library_module, is_stable_kind, wrap
 
 if TYPE_CHECKING:
     from capture.interp.translator import Translator
@@ -78,6 +78,9 @@ def _get_attr(tx: Translator, value: Value, name: str) -> Value:
         if isinstance(obj, types.ModuleType):
             source = AttrSource(value.source, name) if value.source is not None else None
             if isinstance(result, torch.Tensor) or isinstance(result, (list, dict)):
+                return wrap(output, result, source)
+            if is_stable_kind(result) and not is_library_module(obj.__name__):
+                # `config.FLAG`, `helpers.fn`: guarded, so rebinding them recompiles.
                 return wrap(output, result, source)
             return wrap(output, result, None)
         if isinstance(obj, type) and isinstance(inspect.getattr_static(obj, name, None), (types.FunctionType,)):
@@ -191,6 +194,29 @@ def _module_attr(tx: Translator, mv: ModuleValue, name: str) -> Value:
     except AttributeError:
         raise AttrMissing(name) from None
     return wrap(output, result, AttrSource(src, name) if src is not None else None)
+
+
+def guard_missing_attr(tx: Translator, value: Value) -> None:
+    """After an attribute was found missing (`hasattr` False, `getattr` with a default):
+    guard the tables it could appear in, so that adding it later recompiles."""
+    from capture.output_graph import GuardKind
+
+    owner: object
+    tables: tuple[str, ...]
+    if isinstance(value, ModuleValue):
+        owner, src = value.module, value.source
+        tables = ("__dict__", "_parameters", "_buffers", "_modules")
+    elif isinstance(value, ObjectValue) and value.obj is not None:
+        owner, src = value.obj, value.source
+        tables = ("__dict__",)
+    else:
+        return
+    if src is None:
+        return
+    for table in tables:
+        entries = getattr(owner, table, None)
+        if isinstance(entries, dict):
+            tx.output.add_guard(AttrSource(src, table), GuardKind.DICT_KEYS, tuple(entries))
 
 
 def _object_attr(tx: Translator, ov: ObjectValue, name: str) -> Value:

@@ -146,6 +146,7 @@ def _len(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if isinstance(value, (ListValue, TupleValue, DictValue, SetValue)):
         return ConstantValue(len(value.items))
     if isinstance(value, ModuleValue):
+        operators.guard_module_entries(tx, value)
         return ConstantValue(len(value.module))  # type: ignore[arg-type]  # ModuleList etc.
     if isinstance(value, ObjectValue) and value.dict_items is not None:
         return ConstantValue(len(value.dict_items.items))
@@ -205,6 +206,9 @@ def _getattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Val
         return get_attr(tx, args[0], name)
     except AttrMissing:
         if len(args) == 3:
+            from capture.interp.attributes import guard_missing_attr
+
+            guard_missing_attr(tx, args[0])
             return args[2]
         raise unsupported(
             GraphBreakKind.EXCEPTION, f"AttributeError: {args[0].describe()} has no {name!r}"
@@ -213,12 +217,13 @@ def _getattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Val
 
 @special(hasattr)
 def _hasattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    from capture.interp.attributes import AttrMissing, get_attr
+    from capture.interp.attributes import AttrMissing, get_attr, guard_missing_attr
 
     name = _const(args[1], "hasattr name")
     try:
         get_attr(tx, args[0], name)
     except AttrMissing:
+        guard_missing_attr(tx, args[0])
         return ConstantValue(False)
     return ConstantValue(True)
 
@@ -297,6 +302,7 @@ def iterate(tx: Translator, value: Value) -> IteratorValue:
         )
     if isinstance(value, ModuleValue):
         module = value.module
+        operators.guard_module_entries(tx, value)
         if isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential)):
             return IteratorValue(
                 [operators.get_item(tx, value, ConstantValue(i)) for i in range(len(module))]

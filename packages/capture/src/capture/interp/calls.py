@@ -30,7 +30,7 @@ from capture.values import (
     TupleValue,
     Value,
 )
-from capture.values.wrap import wrap
+from capture.values.wrap import is_library_module, wrap
 
 if TYPE_CHECKING:
     from capture.interp.translator import Translator
@@ -92,6 +92,11 @@ def call_python(
     if decision is policy.Decision.INLINE:
         assert isinstance(obj, types.FunctionType)
         return inline_function(tx, obj, args, kwargs, fn_value)
+    if decision is policy.Decision.GRAPH and _takes_callable(obj, args, kwargs):
+        # A torch Python function given a module or function (e.g. a loss's
+        # `distance_function`): its body calls it, so run the body symbolically.
+        assert isinstance(obj, types.FunctionType)
+        return inline_function(tx, obj, args, kwargs, fn_value)
     if decision is policy.Decision.GRAPH:
         assert callable(obj)
         if policy.is_tensor_method(obj) and args and isinstance(args[0], TensorValue):
@@ -106,6 +111,20 @@ def call_python(
         GraphBreakKind.UNSUPPORTED_CALL,
         f"call to {policy.module_of(obj)}.{name} is not supported",
     )
+
+
+def _takes_callable(obj: object, args: list[Value], kwargs: dict[str, Value]) -> bool:
+    """Whether `obj` is a Python function given a module or user function as an argument."""
+    if not isinstance(obj, types.FunctionType):
+        return False
+    callables = (ModuleValue, FunctionValue, MethodValue, PartialValue)
+
+    def is_callable(v: Value) -> bool:
+        if isinstance(v, ConstantValue):
+            return isinstance(v.value, types.FunctionType)
+        return isinstance(v, callables)
+
+    return any(is_callable(a) for a in args) or any(is_callable(v) for v in kwargs.values())
 
 
 # -- argument binding -----------------------------------------------------------------
@@ -237,6 +256,15 @@ def inline_function(
         is_generator=is_gen,
     )
     child.fx_module = fx_module
+    if f_globals is tx.f_globals:
+        child.globals_source = tx.globals_source
+    elif (
+        isinstance(fn, types.FunctionType)
+        and fn_value is not None
+        and fn_value.source is not None
+        and not is_library_module(f_globals.get("__name__"))
+    ):
+        child.globals_source = AttrSource(fn_value.source, "__globals__")
     return child.run()
 
 

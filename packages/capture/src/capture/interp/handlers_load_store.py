@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from guards.sources import GlobalSource
+from guards.sources import GlobalSource, ItemSource, Source
 
 from capture.bytecode import versions
 from capture.bytecode.instructions import Instruction
@@ -13,7 +13,7 @@ from capture.interp.attributes import AttrMissing, get_attr, store_attr
 from capture.interp.registry import handler
 from capture.interp.translator import Translator
 from capture.values import NULL, CellValue, ConstantValue, SuperValue
-from capture.values.wrap import wrap
+from capture.values.wrap import is_stable_kind, wrap
 
 
 @handler("LOAD_FAST")
@@ -64,7 +64,13 @@ def _load_global_value(tx: Translator, name: str) -> None:
         return
     if name in tx.f_globals:
         obj = tx.f_globals[name]
-        source = GlobalSource(name) if tx.f_globals is tx.output.root_globals else None
+        source: Source | None = None
+        if tx.f_globals is tx.output.root_globals:
+            source = GlobalSource(name)
+        elif tx.globals_source is not None and is_stable_kind(obj):
+            # A global of another module read by an inlined function: guarded through
+            # the function's `__globals__`.
+            source = ItemSource(tx.globals_source, name)
         if source is None and not _is_immutable_global(obj):
             # Globals of other modules: reachable by identity only; tensors need a source.
             import torch

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
-from guards.sources import SubmoduleSource
+from guards.sources import AttrSource, SubmoduleSource
 
 from capture import torch_ops
 from capture.graph_break import HINT_DATA_DEPENDENT, GraphBreakKind, unsupported
@@ -260,6 +260,7 @@ def truth(tx: Translator, value: Value) -> bool:
         )
     if isinstance(value, ModuleValue):
         if hasattr(value.module, "__len__"):
+            guard_module_entries(tx, value)
             return len(value.module) > 0  # type: ignore[arg-type]  # ModuleList and friends
         return True
     if isinstance(value, ObjectValue):
@@ -315,6 +316,7 @@ def contains(tx: Translator, item: Value, container: Value) -> bool:
             except TypeError as e:
                 raise unsupported(GraphBreakKind.EXCEPTION, f"`in` raised {e}") from None
     if isinstance(container, ModuleValue) and isinstance(item, ConstantValue):
+        guard_module_entries(tx, container)
         return item.value in container.module  # type: ignore[operator]  # ModuleDict
     if isinstance(container, ConstantValue) and not isinstance(container.value, (list, tuple)):
         ok, needle = python_constant(item)
@@ -405,8 +407,25 @@ def get_item(tx: Translator, container: Value, key: Value) -> Value:
     )
 
 
+def guard_module_entries(tx: Translator, mv: ModuleValue) -> None:
+    """Guard the children of a container module (`ModuleList`, `Sequential`, `ModuleDict`,
+    `ParameterList`/`ParameterDict`): its length, keys and order, read by `len`, iteration,
+    indexing, `in` and truth tests, may change after compiling (`append`, `del`)."""
+    if mv.source is None:
+        return
+    from capture.output_graph import GuardKind
+
+    module = mv.module
+    table = "_parameters" if isinstance(
+        module, (torch.nn.ParameterList, torch.nn.ParameterDict)
+    ) else "_modules"
+    entries = getattr(module, table)
+    tx.output.add_guard(AttrSource(mv.source, table), GuardKind.DICT_KEYS, tuple(entries))
+
+
 def _module_item(tx: Translator, mv: ModuleValue, key: Value) -> Value:
     module = mv.module
+    guard_module_entries(tx, mv)
     ok, index = python_constant(key)
     if not ok:
         raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, "non-constant module index")

@@ -46,7 +46,7 @@ def _module_members(kind: str) -> SpecialHandler:
     """nn.Module.parameters() and friends, with guarded sources per member."""
 
     def handle(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-        from guards.sources import BufferSource, ParamSource, SubmoduleSource
+        from guards.sources import AttrSource, BufferSource, ParamSource, SubmoduleSource
 
         from capture.values.wrap import wrap
 
@@ -56,6 +56,12 @@ def _module_members(kind: str) -> SpecialHandler:
         values = [_const(a, kind) for a in args[1:]]
         options = {k: _const(v, kind) for k, v in kwargs.items()}
         real = getattr(mv.module, kind)(*values, **options)
+        if kind in ("children", "named_children") and mv.source is not None:
+            from capture.output_graph import GuardKind
+
+            tx.output.add_guard(
+                AttrSource(mv.source, "_modules"), GuardKind.DICT_KEYS, tuple(mv.module._modules)
+            )
         named = kind.startswith("named_")
         out: list[Value] = []
         for item in real:

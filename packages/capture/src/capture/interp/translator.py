@@ -17,6 +17,8 @@ from capture.interp.registry import HANDLERS
 from capture.values import CellValue, IteratorValue, Value
 
 if TYPE_CHECKING:
+    from guards.sources import Source
+
     from capture.output_graph import OutputGraph
 
 MAX_INLINE_DEPTH = 48
@@ -58,6 +60,8 @@ class Translator:
         # Set when this frame runs a GraphModule's generated forward (its nodes' metadata
         # is carried over to the nodes traced from it).
         self.fx_module: object | None = None
+        # Where guards reach `f_globals` when it is not the root frame's (None: unguarded).
+        self.globals_source: Source | None = None
         if self.depth > MAX_INLINE_DEPTH:
             raise unsupported(
                 GraphBreakKind.UNSUPPORTED_CALL,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import enum
 import functools
+import sys
 import types
 from typing import TYPE_CHECKING
 
@@ -83,6 +84,19 @@ def wrap(output: OutputGraph, obj: object, source: Source | None) -> Value:
         if source is not None:
             output.add_guard(source, GuardKind.CONST_EQ, obj)
         return ConstantValue(obj, source)
+    if isinstance(obj, slice) and all(
+        x is None or type(x) is int for x in (obj.start, obj.stop, obj.step)
+    ):
+        if source is not None:
+            output.add_guard(source, GuardKind.TYPE_MATCH, slice)
+            for part in ("start", "stop", "step"):
+                wrap(output, getattr(obj, part), AttrSource(source, part))
+        return ConstantValue(obj, source)
+    if isinstance(obj, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        # ATen operators: immutable; calls go in the graph (`policy.decide`).
+        if source is not None:
+            output.add_guard(source, GuardKind.ID_MATCH, obj)
+        return ConstantValue(obj, source)
     if isinstance(obj, _ID_TYPES):
         if source is not None and not _under_python_module(source):
             output.add_guard(source, GuardKind.ID_MATCH, obj)
@@ -156,6 +170,21 @@ def wrap(output: OutputGraph, obj: object, source: Source | None) -> Value:
     if source is None and not _is_plain_object(obj):
         return ConstantValue(obj, None)
     return _remember(output, obj, ObjectValue(obj, cls, source))
+
+
+def is_stable_kind(obj: object) -> bool:
+    """Objects that `wrap` turns into guarded constants (literals, dtypes, functions, classes,
+    modules): reading them through a source costs one guard and changes nothing else."""
+    return is_literal(obj) or isinstance(obj, _VALUE_TYPES + _ID_TYPES + (torch.Size,))
+
+
+def is_library_module(name: object) -> bool:
+    """Python modules whose attributes and globals are treated as constants, unguarded
+    (torch and the standard library; guarding them would cost per-call time for nothing)."""
+    if not isinstance(name, str):
+        return True
+    root = name.partition(".")[0]
+    return root in ("torch", "builtins") or root in sys.stdlib_module_names
 
 
 def _remember(output: OutputGraph, obj: object, value: Value) -> Value:
