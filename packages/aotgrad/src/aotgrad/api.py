@@ -134,19 +134,18 @@ class AotCompiled:
         return tuple(parts)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if not kwargs and self._plain_fn:
-            key = self._fast_key(args)
-            if key is not None:
-                entry = self.fast_cache.get(key)
-                if entry is not None:
-                    runner, positions, check_overlap, out_spec, flat_output = entry
-                    tensors = args if positions is None else [args[i] for i in positions]
-                    if not check_overlap or not _storages_overlap(tensors):
-                        outs = runner(tensors)
-                        if flat_output:
-                            return tuple(outs)
-                        return _output(outs, out_spec)
-        return self._call_slow(args, kwargs, key if not kwargs and self._plain_fn else None)
+        key = self._fast_key(args) if not kwargs and self._plain_fn else None
+        if key is not None:
+            entry = self.fast_cache.get(key)
+            if entry is not None:
+                runner, positions, check_overlap, out_spec, flat_output = entry
+                tensors = args if positions is None else [args[i] for i in positions]
+                if not check_overlap or not _storages_overlap(tensors):
+                    outs = runner(tensors)
+                    if flat_output:
+                        return tuple(outs)
+                    return _output(outs, out_spec)
+        return self._call_slow(args, kwargs, key)
 
     def _fast_key(self, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """A key for flat positional tensors and numbers (the backend's calls), else None.
