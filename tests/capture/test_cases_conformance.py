@@ -328,3 +328,22 @@ def test_globals_of_other_modules_are_guarded(helper_module):
     mod.helper = lambda x: x - 7
     assert_same(compiled(x), fn(x))
     assert backend.frame_count == 4
+
+
+# -- data-dependent ops stay clear errors (fullgraph) or run eagerly ----------------------
+def _split_at(x, idx):
+    return torch.tensor_split(x, idx)
+
+
+def test_value_reading_op_is_a_clear_data_dependent_error():
+    capture.reset()
+    compiled = capture.optimize(_split_at, backend=CountingBackend(), fullgraph=True)
+    with pytest.raises(capture.Unsupported, match="tensor_split reads tensor values"):
+        compiled(t(6), torch.tensor([1, 3]))
+
+
+def test_value_reading_op_falls_back_without_fullgraph():
+    capture.reset()
+    compiled = capture.optimize(_split_at, backend=CountingBackend(), fullgraph=False)
+    x, idx = t(6), torch.tensor([1, 3])
+    assert_same(compiled(x, idx), _split_at(x, idx))

@@ -187,6 +187,13 @@ def call_torch(
             HINT_DATA_DEPENDENT,
         ) from None
     except Exception as e:  # noqa: BLE001  # any torch error: report it at the user's line
+        if "data is not allocated yet" in str(e):
+            # The op read a fake tensor's values (e.g. tensor_split with tensor indices).
+            raise unsupported(
+                GraphBreakKind.DATA_DEPENDENT,
+                f"{name} reads tensor values to compute its output",
+                HINT_DATA_DEPENDENT,
+            ) from None
         raise unsupported(
             GraphBreakKind.EXCEPTION, f"{name} raised {type(e).__name__}: {e}"
         ) from None
