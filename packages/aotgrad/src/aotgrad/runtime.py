@@ -209,7 +209,9 @@ class TrainingRunner:
                 return tuple(compiled_bw()(*saved, *tangents))
 
         self.function = CompiledFunction
-        self._apply = _fast_apply(CompiledFunction)
+        # NOTE: the public `apply` (not its C base): it handles functorch transforms and
+        # default-argument binding, at ~2 us per call.
+        self._apply: Callable[..., Any] = CompiledFunction.apply
 
     def __call__(self, args: Sequence[Any]) -> Sequence[Any]:
         outs = self._apply(*args)
@@ -219,23 +221,3 @@ class TrainingRunner:
         _apply_mutations(args, self.forward.mutated_inputs, outs[:k])
         return user_outputs(self.forward.outputs, args, outs[k:])
 
-
-def _fast_apply(function: type[torch.autograd.Function]) -> Callable[..., Any]:
-    """`function.apply` for tensor arguments, without the Python layer of
-    `autograd.Function.apply` when no functorch transform is active.
-
-    NOTE: that layer binds default arguments (only with a `setup_context`, which ours lacks),
-    unwraps dead functorch wrappers (done here too, per tensor), and routes through functorch
-    when a transform is active (then the public `apply` runs).
-    """
-    c_apply = super(torch.autograd.Function, function).apply  # type: ignore[misc]
-    public_apply = function.apply
-    transforms_active = torch._C._are_functorch_transforms_active
-    unwrap_if_dead = torch._C._functorch.unwrap_if_dead
-
-    def apply(*args: Any) -> Any:
-        if transforms_active():
-            return public_apply(*args)  # type: ignore[no-untyped-call]  # torch: untyped
-        return c_apply(*[unwrap_if_dead(a) for a in args])
-
-    return apply
