@@ -38,3 +38,13 @@ def test_vector_math_accuracy() -> None:
     run_and_compare(lambda t: (torch.nn.functional.gelu(t),
                                torch.nn.functional.gelu(t, approximate="tanh")), [x],
                     atol=1e-5, rtol=1.3e-6)
+
+
+def test_erf_relative_accuracy() -> None:
+    """The rational float erf: relative error (not only absolute) stays small, near 0 too."""
+    x = torch.cat([torch.linspace(-5, 5, 200001), torch.logspace(-30, 0, 2001),
+                   -torch.logspace(-30, 0, 2001)])
+    compiled = run_and_compare(lambda t: torch.erf(t) * 1.0, [x], atol=0.0, rtol=2e-6)
+    got = compiled(x)[0].double()
+    want = torch.erf(x.double())
+    assert ((got - want).abs() / want.abs().clamp_min(1e-30)).max().item() < 1e-6

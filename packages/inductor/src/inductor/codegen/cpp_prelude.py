@@ -73,18 +73,24 @@ static inline float ind_tanh(float x) {
   return std::copysign(r, x);
 }
 static inline double ind_tanh(double x) { return std::tanh(x); }
+/* erf as x * P(x^2) / Q(x^2) on [-4, 4] (saturated outside): no exp, one division;
+   relative error under 5e-7 against double erf (checked on a dense grid). */
 static inline float ind_erf(float x) {
-  float ax = std::fabs(x);
-  float z = x * x;
-  float small = ax * (1.1283791670955126f + z * (-0.37612638903183754f + z * (
-      0.11283791670955126f + z * (-0.026866170645131252f + z * (0.005223977625442188f
-      + z * -0.0008548327023450852f)))));
-  float t = 1.0f / (1.0f + 0.3275911f * ax);
-  float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f
-               + t * (-1.453152027f + t * 1.061405429f))));
-  float big = 1.0f - poly * ind_exp(-z);
-  float r = ax < 0.5f ? small : big;
-  return std::copysign(r, x);
+  float xc = x < -4.0f ? -4.0f : (x > 4.0f ? 4.0f : x);
+  float z = xc * xc;
+  float p = -2.72614225801306e-10f;
+  p = p * z + 2.77068142495902e-08f;
+  p = p * z + -2.10102402082508e-06f;
+  p = p * z + -5.69250639462346e-05f;
+  p = p * z + -7.34990630326855e-04f;
+  p = p * z + -2.95459980854025e-03f;
+  p = p * z + -1.60960333262415e-02f;
+  float q = -1.45660718464996e-05f;
+  q = q * z + -2.13374055278905e-04f;
+  q = q * z + -1.68282697438203e-03f;
+  q = q * z + -7.37332916720468e-03f;
+  q = q * z + -1.42647390514189e-02f;
+  return xc * p / q;
 }
 static inline double ind_erf(double x) { return std::erf(x); }
 template <class T> static inline T ind_sigmoid(T x) { return T(1) / (T(1) + ind_exp(-x)); }
