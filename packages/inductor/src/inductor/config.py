@@ -135,7 +135,7 @@ def list_options() -> dict[str, str]:
 
 
 def list_mode_options() -> dict[str, dict[str, object]]:
-    """Mode name -> the option values that mode sets (as `torch.compile(mode=...)`)."""
+    """Mode name -> the option values that mode sets (the same mode names torch.compile accepts)."""
     return {
         "default": {},
         "reduce-overhead": {"cudagraphs": True},
