@@ -34,6 +34,18 @@ CTYPE = {
     torch.bool: "bool",
 }
 
+# Unary ops written as C++ expressions of their one operand `{0}`.
+_UNARY_TEMPLATES: dict[str, str] = {
+    "neg": "(-{0})",
+    "abs": "std::abs({0})",
+    "logical_not": "(!{0})",
+    "bitwise_not": "(~{0})",
+    "reciprocal": "(1 / {0})",
+    "rsqrt": "(1 / std::sqrt({0}))",
+    "square": "({0} * {0})",
+    "frac": "({0} - std::trunc({0}))",
+}
+
 _BINARY_INFIX = {
     "add": "+", "sub": "-", "mul": "*", "truediv": "/", "trunc_div": "/",
     "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
@@ -217,22 +229,8 @@ class KernelGen:
             return f"{fn}({a[0]}, {cexpr(self._fold(_sub(a[1], subs)))})"
         if op.kind in _BINARY_INFIX:
             return f"({a[0]} {_BINARY_INFIX[op.kind]} {a[1]})"
-        if op.kind == "neg":
-            return f"(-{a[0]})"
-        if op.kind == "abs":
-            return f"std::abs({a[0]})"
-        if op.kind == "logical_not":
-            return f"(!{a[0]})"
-        if op.kind == "bitwise_not":
-            return f"(~{a[0]})"
-        if op.kind == "reciprocal":
-            return f"(1 / {a[0]})"
-        if op.kind == "rsqrt":
-            return f"(1 / std::sqrt({a[0]}))"
-        if op.kind == "square":
-            return f"({a[0]} * {a[0]})"
-        if op.kind == "frac":
-            return f"({a[0]} - std::trunc({a[0]}))"
+        if op.kind in _UNARY_TEMPLATES:
+            return _UNARY_TEMPLATES[op.kind].format(a[0])
         if op.kind in _CALLS:
             return f"{_CALLS[op.kind]}({', '.join(str(x) for x in a)})"
         raise NotImplementedError(f"no C++ for op {op.kind}")
