@@ -48,3 +48,11 @@ def test_erf_relative_accuracy() -> None:
     got = compiled(x)[0].double()
     want = torch.erf(x.double())
     assert ((got - want).abs() / want.abs().clamp_min(1e-30)).max().item() < 1e-6
+
+
+def test_no_fma_contraction() -> None:
+    # `1 - x * x` near |x| = 1 (asin's and atanh's derivatives): eager rounds the product
+    # before the add; a fused multiply-add would not, and the difference is then large
+    # relative to the result. Kernels are built with -ffp-contract=off.
+    x = torch.linspace(0.99, 0.99999, 64)
+    run_and_compare(lambda t: (1 - t * t, torch.rsqrt(-t * t + 1)), [x], atol=0, rtol=0)

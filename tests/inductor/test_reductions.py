@@ -78,3 +78,17 @@ def test_layer_norm() -> None:
 def test_integer_sum() -> None:
     x = torch.randint(-100, 100, (9, 10))
     run_and_compare(lambda t: (t.sum(1), t.sum(), (t > 0).sum(0)), [x])
+
+
+def test_strided_float_sum_runs_in_order() -> None:
+    # Summing along a strided dim (fused with a pointwise consumer, so not the column
+    # kernel): the adds run in index order, as ATen's outer sums do, so a sum with heavy
+    # cancellation matches eager exactly (a simd reduction over gathers reorders them).
+    # Four outputs: ATen sums outer columns in order four at a time (a leftover column
+    # gets its interleaved row order).
+    x = torch.tensor([[-514.3011474609375, 649.2144775390625, 138.7559356689453,
+                       1228.722900390625, -1447.9586181640625]]).T.repeat(1, 4)
+    x = x.reshape(5, 2, 2).contiguous()
+    compiled = run_and_compare(lambda t: (t.sum(0), t * 2.0), [x], atol=0, rtol=0)
+    source = "\n".join(k.source for k in compiled.kernels)
+    assert "reduction(+:acc)" not in source

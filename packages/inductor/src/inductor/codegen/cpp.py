@@ -276,13 +276,17 @@ class KernelGen:
                     clause += " reduction(|:acc_nan)"
             else:
                 clause = None  # type: ignore[assignment]
+        # NOTE: a float sum/prod along a strided dim runs in order, as ATen's outer sums do
+        # (a simd reduction over gathers reorders the adds: results drift from eager).
+        in_order = red is not None and _strided_float_reduction(body, red, sp.subs, len(inner))
         for j, size in enumerate(inner):
             last = j == len(inner) - 1
             pragma = None
+            vector = last and self.simd and not in_order
             if j == 0 and parallel_reduction and clause is not None:
-                pragma = "#pragma omp parallel for" + (" simd" if last and self.simd else "")
+                pragma = "#pragma omp parallel for" + (" simd" if vector else "")
                 pragma += clause or ""
-            elif last and self.simd and clause is not None:
+            elif vector and clause is not None:
                 pragma = "#pragma omp simd" + (clause or "")
             if pragma:
                 w.line(pragma)
@@ -669,6 +673,26 @@ def _inner_numel(n: ComputedBuffer, outer: tuple[int, ...]) -> int:
     assert n.body is not None
     sp = split_node(n.body, outer)
     return math.prod(sp.inner_ranges) if sp is not None else 1
+
+
+def _strided_float_reduction(body: LoopBody, red: LoopOp,
+                             subs: dict[sympy.Symbol, sympy.Expr], n_inner: int) -> bool:
+    """A floating sum/prod whose innermost reduction loop reads memory only with a stride
+    (some load depends on the loop variable, none with unit stride)."""
+    vref = red.args[1]
+    if (n_inner == 0 or str(red.args[0]) not in ("sum", "prod") or not isinstance(vref, Ref)
+            or not vref.dtype.is_floating_point):
+        return False
+    last_p = inner_symbol(n_inner - 1)
+    strided = False
+    for _, idx in body.reads():
+        e = _sub(idx, subs)
+        if last_p not in e.free_symbols:
+            continue
+        if e.coeff(last_p) == 1:
+            return False
+        strided = True
+    return strided
 
 
 def _sub(expr: object, subs: dict[sympy.Symbol, sympy.Expr]) -> sympy.Expr:

@@ -41,20 +41,27 @@ template <class T> static inline T ind_min(T a, T b) {
 }
 template <class T> static inline T ind_relu(T x) { return x < T(0) ? T(0) : x; }
 /* Vectorizable float math (branch-free, inlined, so `omp simd` loops stay vectorized;
-   libm calls would not vectorize without -ffast-math). Double uses libm. */
+   libm calls would not vectorize without -ffast-math). Double uses libm. Kernels are built
+   with -ffp-contract=off (each of eager's ops rounds its result), so these polynomials ask
+   for fused multiply-adds explicitly where the CPU has them. */
+#if defined(__FMA__)
+#define IND_FMA(a, b, c) __builtin_fmaf((a), (b), (c))
+#else
+#define IND_FMA(a, b, c) ((a) * (b) + (c))
+#endif
 static inline float ind_exp(float x) {
   float xc = x < -86.0f ? -86.0f : (x > 88.72283f ? 88.72283f : x);
   float n = std::nearbyint(xc * 1.44269504088896341f);
   float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
+  r = IND_FMA(n, 2.12194440e-4f, r);
   float r2 = r * r;
   float p = 1.9875691500E-4f;
-  p = p * r + 1.3981999507E-3f;
-  p = p * r + 8.3334519073E-3f;
-  p = p * r + 4.1665795894E-2f;
-  p = p * r + 1.6666665459E-1f;
-  p = p * r + 5.0000001201E-1f;
-  p = p * r2 + r + 1.0f;
+  p = IND_FMA(p, r, 1.3981999507E-3f);
+  p = IND_FMA(p, r, 8.3334519073E-3f);
+  p = IND_FMA(p, r, 4.1665795894E-2f);
+  p = IND_FMA(p, r, 1.6666665459E-1f);
+  p = IND_FMA(p, r, 5.0000001201E-1f);
+  p = IND_FMA(p, r2, r) + 1.0f;
   int32_t e = ((int32_t)n + 126) << 23;
   float y = p * __builtin_bit_cast(float, e) * 2.0f;
   y = x > 88.72283f ? __builtin_inff() : y;
@@ -67,8 +74,11 @@ static inline float ind_tanh(float x) {
   float e = ind_exp(2.0f * ax);
   float big = 1.0f - 2.0f / (e + 1.0f);
   float z = x * x;
-  float s = ((((-5.70498872745E-3f * z + 2.06390887954E-2f) * z - 5.37397155531E-2f) * z
-              + 1.33314422036E-1f) * z - 3.33332819422E-1f) * z * ax + ax;
+  float s = IND_FMA(-5.70498872745E-3f, z, 2.06390887954E-2f);
+  s = IND_FMA(s, z, -5.37397155531E-2f);
+  s = IND_FMA(s, z, 1.33314422036E-1f);
+  s = IND_FMA(s, z, -3.33332819422E-1f);
+  s = IND_FMA(s * z, ax, ax);
   float r = ax < 0.625f ? s : big;
   return std::copysign(r, x);
 }
@@ -79,17 +89,17 @@ static inline float ind_erf(float x) {
   float xc = x < -4.0f ? -4.0f : (x > 4.0f ? 4.0f : x);
   float z = xc * xc;
   float p = -2.72614225801306e-10f;
-  p = p * z + 2.77068142495902e-08f;
-  p = p * z + -2.10102402082508e-06f;
-  p = p * z + -5.69250639462346e-05f;
-  p = p * z + -7.34990630326855e-04f;
-  p = p * z + -2.95459980854025e-03f;
-  p = p * z + -1.60960333262415e-02f;
+  p = IND_FMA(p, z, 2.77068142495902e-08f);
+  p = IND_FMA(p, z, -2.10102402082508e-06f);
+  p = IND_FMA(p, z, -5.69250639462346e-05f);
+  p = IND_FMA(p, z, -7.34990630326855e-04f);
+  p = IND_FMA(p, z, -2.95459980854025e-03f);
+  p = IND_FMA(p, z, -1.60960333262415e-02f);
   float q = -1.45660718464996e-05f;
-  q = q * z + -2.13374055278905e-04f;
-  q = q * z + -1.68282697438203e-03f;
-  q = q * z + -7.37332916720468e-03f;
-  q = q * z + -1.42647390514189e-02f;
+  q = IND_FMA(q, z, -2.13374055278905e-04f);
+  q = IND_FMA(q, z, -1.68282697438203e-03f);
+  q = IND_FMA(q, z, -7.37332916720468e-03f);
+  q = IND_FMA(q, z, -1.42647390514189e-02f);
   return xc * p / q;
 }
 static inline double ind_erf(double x) { return std::erf(x); }
