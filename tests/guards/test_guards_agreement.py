@@ -4,6 +4,14 @@ Random trees over random nested values (dicts, lists, tuples, objects, tensors, 
 with random checks (most built to pass on the original values), and random inputs made by
 mutating the originals. The compiled result must equal `interpret(...) is None`, and a
 failing guard must come with a reason.
+
+Each test runs twice: with `GUARDS_NATIVE` off (option `native=0`: the generated code is
+pure Python) and on (tensor, global-state and backend checks go to the native checker);
+in the native run the native and the pure-Python compiled guards must also agree. Tensors
+include Parameters, subclasses (one checked natively, one that overrides an attribute the
+checks read and so stays in Python), complex tensors, and mutations that keep everything
+but the dispatch key set (negative and conjugate views, `.data =` swaps,
+`torch.utils.swap_tensors`, inference tensors).
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import random
 import types
 from typing import Any
 
+import pytest
 import torch
 from guards import (
     AttrSource,
@@ -39,8 +48,12 @@ from guards import (
     compile_guard,
     explain,
     interpret,
+    patch_config,
 )
+from guards.codegen import CompiledGuard
 from guards.exprs import Const
+from guards.native import load_native, native_status
+from guards.tree import GuardTree
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -48,14 +61,48 @@ SCALARS: list[object] = [0, 1, -3, 7, True, False, None, 1.5, math.nan, -0.0, "a
                          (1, "x"), (True,), (1.0, (2, None))]
 
 
+class _Sub(torch.Tensor):
+    """A plain subclass (default `__torch_function__`): checked natively, by exact class."""
+
+
+class _Lying(torch.Tensor):
+    """Overrides an attribute the checks read: its checks must stay in Python."""
+
+    @property
+    def requires_grad(self) -> bool:  # type: ignore[override]
+        return not torch.Tensor.requires_grad.__get__(self)  # type: ignore[attr-defined]
+
+
+CLASSES: list[type] = [torch.Tensor, torch.nn.Parameter, _Sub, _Lying]
+
+
+def _as_class(cls: type, u: torch.Tensor, requires_grad: bool) -> torch.Tensor:
+    """`u`'s data and metadata as an instance of `cls` with the given requires_grad."""
+    u = u.detach()
+    if cls is torch.nn.Parameter:
+        return torch.nn.Parameter(u, requires_grad=requires_grad)
+    if cls is not torch.Tensor:
+        u = u.as_subclass(cls)
+    if requires_grad:
+        torch.Tensor.requires_grad_(u, True)
+    return u
+
+
+def _like(t: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """`u` with the class and requires_grad of `t` (so that only the intended property
+    differs)."""
+    real = torch.Tensor.requires_grad.__get__(t)  # type: ignore[attr-defined]  # not _Lying's
+    return _as_class(type(t), u, bool(real))
+
+
 def _tensor(rng: random.Random) -> torch.Tensor:
     shape = tuple(rng.choice([1, 2, 3, 4]) for _ in range(rng.choice([0, 1, 2, 2, 3, 3])))
-    t = torch.randn(shape, dtype=rng.choice([torch.float32, torch.float64]))
+    dtype = rng.choice([torch.float32, torch.float32, torch.float64, torch.complex64])
+    t = torch.randn(shape, dtype=dtype)
     if t.dim() >= 2 and rng.random() < 0.3:
         t = t.transpose(0, 1)
-    if rng.random() < 0.2:
-        t.requires_grad_(True)
-    return t
+    cls = rng.choice(CLASSES) if rng.random() < 0.4 else torch.Tensor
+    return _as_class(cls, t, rng.random() < 0.2)
 
 
 def _value(rng: random.Random, depth: int) -> object:
@@ -158,12 +205,54 @@ def _build(rng: random.Random, L: dict[str, object]) -> GuardBuilder:
     return b
 
 
+def _same_data(t: torch.Tensor) -> torch.Tensor:
+    """A new plain tensor with `t`'s values, dtype, shape and strides."""
+    plain = t.detach().as_subclass(torch.Tensor)
+    return torch.empty_strided(plain.shape, plain.stride(), dtype=plain.dtype).copy_(plain)
+
+
+def _key_change(rng: random.Random, t: torch.Tensor) -> torch.Tensor:
+    """Same class, dtype, shape, strides and requires_grad; another dispatch key set."""
+    shape, dtype = tuple(t.shape), t.dtype
+    kind = rng.randrange(6)
+    if kind == 0:
+        return _like(t, torch._neg_view(_same_data(t)))
+    if kind == 1 and dtype.is_complex:
+        return _like(t, _same_data(t).conj())
+    if kind == 2:  # `.data =` keeps the object, takes the other's key set
+        u = _like(t, _same_data(t))
+        u.data = torch._neg_view(torch.randn(shape, dtype=dtype))
+        return u
+    if kind == 3:
+        u = _like(t, _same_data(t))
+        u.data = torch._efficientzerotensor(shape, dtype=dtype)
+        return u
+    if kind == 4:  # swap_tensors swaps everything, the class included
+        u = _like(t, _same_data(t))
+        torch.utils.swap_tensors(u, _like(t, torch._neg_view(torch.randn(shape, dtype=dtype))))
+        return u
+    with torch.inference_mode():
+        u = torch.empty_strided(shape, t.stride(), dtype=dtype)
+    try:
+        return _like(t, u)
+    except RuntimeError:  # requires_grad on an inference tensor: only the plain one
+        return u
+
+
 def _mutate_tensor(rng: random.Random, t: torch.Tensor) -> torch.Tensor:
-    kind = rng.choice([0, 1, 2, 2, 2, 3, 4, 4, 5, 6, 7, 8, 9, 10, 11])  # other strides (2) most often
+    kind = rng.choice([0, 1, 2, 2, 2, 3, 4, 4, 5, 6, 7, 8, 9, 10, 11, 12, 12, 12, 13, 14])
     shape = tuple(t.shape)
+    if kind == 12:
+        return _key_change(rng, t)
+    if kind == 13:  # the same tensor as another class
+        return _as_class(rng.choice(CLASSES), _same_data(t), bool(t.requires_grad))
+    if kind == 14:
+        return _like(t, _same_data(t))  # a new object of the same class: passes
     if kind == 0:
         return t.detach().clone().requires_grad_(not t.requires_grad)
     if kind == 1:
+        if t.dtype.is_complex:
+            return t.detach().to(torch.complex128)
         return t.detach().double() if t.dtype == torch.float32 else t.detach().float()
     if kind == 2 and t.dim() >= 2:  # same shape, other strides
         return torch.randn(tuple(reversed(shape)), dtype=t.dtype).permute(
@@ -280,22 +369,65 @@ def _set(holder: Any, key: Any, value: object) -> None:
         holder[key] = value
 
 
+#: Each agreement test runs with the option `native` (env GUARDS_NATIVE) off, then on.
+NATIVE_MODES = pytest.mark.parametrize("native", [False, True],
+                                       ids=["native_off", "native_on"])
+
+
+def _require_native(native: bool) -> None:
+    """Skip the native run (saying why) where the native checker cannot be built."""
+    if native and load_native() is None:
+        pytest.skip(f"native checker not built here: {native_status()}")
+
+
+def _compile(tree: GuardTree, names: list[str], native: bool) -> list[CompiledGuard]:
+    """The guards to compare with the interpreter: the default compile under the option
+    (native or not as the option says), and in the native run also the pure-Python one."""
+    with patch_config(native=int(native)):
+        guard = compile_guard(tree, names)  # NOTE: also the positional variant, fn_args
+    assert guard.fn_args is not None
+    if not native:
+        assert not guard.native
+        return [guard]
+    assert guard.native == _has_native_checks(tree), guard.source
+    return [guard, compile_guard(tree, names, native=False)]
+
+
+def _has_native_checks(tree: GuardTree) -> bool:
+    """Whether the native compile must use the checker (tensor checks of checkable
+    classes, or a global-state check)."""
+    from guards.native.plan import native_class
+
+    if any(isinstance(check, GlobalStateMatch) for check in tree.root_checks):
+        return True
+
+    def visit(node: Any) -> bool:
+        return any(isinstance(c, TensorMatch) and native_class(c.cls) for c in node.checks) \
+            or any(visit(child) for child in node.children)
+
+    return any(visit(node) for node in tree.children)
+
+
+@NATIVE_MODES
 @settings(max_examples=150, deadline=None)
-@given(st.randoms(use_true_random=False))
-def test_compiled_and_interpreted_agree(rng: random.Random) -> None:
+@given(rng=st.randoms(use_true_random=False))
+def test_compiled_and_interpreted_agree(native: bool, rng: random.Random) -> None:
+    _require_native(native)
     L = {name: _value(rng, 3) for name in ("x", "y", "cfg")[: rng.randint(1, 3)]}
     tree = _build(rng, L).build()
     names = list(L)
-    guard = compile_guard(tree, names)  # NOTE: also the positional variant, fn_args
-    assert guard.fn_args is not None
-    assert guard.fn(L, {}) == (interpret(tree, L, {}) is None), guard.source
+    guards = _compile(tree, names, native)
+    for guard in guards:
+        assert guard.fn(L, {}) == (interpret(tree, L, {}) is None), guard.source
     for _ in range(10):
         inputs = _mutate(rng, L)
-        passed = guard.fn(inputs, {})
         failure = interpret(tree, inputs, {})
-        assert passed == (failure is None), (guard.source, failure)
-        assert guard.fn_args(*[inputs[name] for name in names], {}) == passed, guard.source
-        if not passed:
+        for guard in guards:
+            assert guard.fn_args is not None
+            passed = guard.fn(inputs, {})
+            assert passed == (failure is None), (guard.source, failure)
+            assert guard.fn_args(*[inputs[name] for name in names], {}) == passed, guard.source
+        if failure is not None:
             reason = explain(tree, inputs, {})
             assert isinstance(reason, str) and reason
 
@@ -338,9 +470,11 @@ def _mutate_module(rng: random.Random, model: _Block) -> _Block:
     return model
 
 
+@NATIVE_MODES
 @settings(max_examples=60, deadline=None)
-@given(st.randoms(use_true_random=False))
-def test_module_and_global_sources_agree(rng: random.Random) -> None:
+@given(rng=st.randoms(use_true_random=False))
+def test_module_and_global_sources_agree(native: bool, rng: random.Random) -> None:
+    _require_native(native)
     model = _Block(rng.choice([2, 4]))
     in_globals = rng.random() < 0.5
     root: Source = GlobalSource("model") if in_globals else LocalSource("self")
@@ -350,16 +484,19 @@ def test_module_and_global_sources_agree(rng: random.Random) -> None:
             b.add(source, _check_for(rng, value))
     b.add(AttrSource(root, "training"), EqualsMatch(True))
     tree = b.build()
-    guard = compile_guard(tree, ["self"])
-    assert guard.fn_args is not None
+    guards = _compile(tree, ["self"], native)
 
     def frames(m: _Block) -> tuple[dict[str, object], dict[str, object]]:
         return ({"self": None}, {"model": m}) if in_globals else ({"self": m}, {})
 
     L, G = frames(model)
-    assert guard.fn(L, G) == (interpret(tree, L, G) is None), guard.source
+    for guard in guards:
+        assert guard.fn(L, G) == (interpret(tree, L, G) is None), guard.source
     for _ in range(6):
         L, G = frames(_mutate_module(rng, model))
-        passed = guard.fn(L, G)
-        assert passed == (interpret(tree, L, G) is None), guard.source
-        assert guard.fn_args(L["self"], G) == passed, guard.source
+        expected = interpret(tree, L, G) is None
+        for guard in guards:
+            assert guard.fn_args is not None
+            passed = guard.fn(L, G)
+            assert passed == expected, guard.source
+            assert guard.fn_args(L["self"], G) == passed, guard.source

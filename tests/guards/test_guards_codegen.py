@@ -6,6 +6,7 @@ Update the expectation with `EXPECTTEST_ACCEPT=1 hatch run test tests/guards/tes
 from __future__ import annotations
 
 import expecttest
+import pytest
 import torch
 from guards import (
     EqualsMatch,
@@ -21,6 +22,7 @@ from guards import (
     compile_guard,
     parse_relation,
 )
+from guards.native import load_native, native_status
 
 
 class Block(torch.nn.Module):
@@ -52,7 +54,7 @@ def small_tree() -> GuardBuilder:
 class TestGuardCodegen(expecttest.TestCase):
     def test_generated_source(self) -> None:
         tree = small_tree().build()
-        self.assertExpectedInline(compile_guard(tree).source, """\
+        self.assertExpectedInline(compile_guard(tree, native=False).source, """\
 def make(grad_enabled0, default_dtype1, dtype2, deterministic3, autocast_enabled4, autocast_dtype5, any_autocast6, cls7, cls8, layout9, shape10, cls11):
     def guard(L, G):
         try:
@@ -92,6 +94,47 @@ def make(grad_enabled0, default_dtype1, dtype2, deterministic3, autocast_enabled
             if not ((type(v9) is tuple and len(v9) == 3 and (type(v9[0]) is str and v9[0] == 'train') and (type(v9[1]) is int and v9[1] == 2) and v9[2] is None)):
                 return False
             return True
+        except Exception:
+            return False
+    return guard
+""")
+
+    def test_generated_source_native(self) -> None:
+        if load_native() is None:
+            pytest.skip(f"native checker not built here: {native_status()}")
+        tree = small_tree().build()
+        guard = compile_guard(tree, native=True)
+        assert guard.native
+        self.assertExpectedInline(guard.source, """\
+def make(cls0, native1):
+    def guard(L, G):
+        try:
+            v0 = L['self']  # L['self']
+            if not (type(v0) is cls0):
+                return False
+            v1 = v0._modules['layers']  # L['self'].layers
+            if not (len(v1) == 2):
+                return False
+            v2 = v1._modules['0']  # L['self'].layers[0]
+            v3 = v2._parameters['weight']  # L['self'].layers[0].weight
+            v4 = v1._modules['1']  # L['self'].layers[1]
+            v5 = v4._parameters['weight']  # L['self'].layers[1].weight
+            v6 = L['x']  # L['x']
+            v7 = v6.shape[0]  # L['x'].shape[0]
+            sym_s0 = v7
+            if not (
+                (type(sym_s0) is int) and
+                ((sym_s0 % 8) == 0)
+            ):
+                return False
+            v8 = L['mode']  # L['mode']
+            if not ((type(v8) is tuple and len(v8) == 3 and (type(v8[0]) is str and v8[0] == 'train') and (type(v8[1]) is int and v8[1] == 2) and v8[2] is None)):
+                return False
+            # native: global state: grad_enabled=True default_dtype=torch.float32 deterministic=False autocast=cpu:off:torch.bfloat16
+            # native: v3: tensor L['self'].layers[0].weight: torch.nn.parameter.Parameter torch.float32 cpu requires_grad=True shape=(4, 4) strides=(4, 1)
+            # native: v5: tensor L['self'].layers[1].weight: torch.nn.parameter.Parameter torch.float32 cpu requires_grad=True shape=(4, 4) strides=(4, 1)
+            # native: v6: tensor L['x']: torch.Tensor torch.float32 cpu requires_grad=False shape=(?, 4) strides=(4, 1)
+            return native1(v3, v5, v6)
         except Exception:
             return False
     return guard

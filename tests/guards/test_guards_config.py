@@ -12,7 +12,7 @@ def test_defaults_env_and_patch(monkeypatch: pytest.MonkeyPatch) -> None:
     assert GuardsConfig().cache_size_limit == 8
     monkeypatch.setenv("GUARDS_CACHE_SIZE_LIMIT", "3")
     assert GuardsConfig.from_env().cache_size_limit == 3
-    assert set(list_options()) == {"cache_size_limit", "tensor_dispatch_keys"}
+    assert set(list_options()) == {"cache_size_limit", "tensor_dispatch_keys", "native"}
     with patch_config(cache_size_limit=5):
         assert get_config().cache_size_limit == 5
     assert get_config().cache_size_limit == 8

@@ -4,11 +4,17 @@ Every constant the function needs is a closure variable (no dict lookups for con
 every accessor is fetched once into a local, and each check kind has its own code in the
 `EMITTERS` table (the same meaning as the interpreter's table in `reasons.py`). The body
 runs inside `try/except Exception: return False`, so an accessor that raises fails the guard.
+
+With the native checker available (`guards.native`, option `native`), the tensor checks,
+the global-state check and the backend check of a function are not generated as Python:
+they are collected into one native `Checker`, and the function ends with one call
+`return native(v0, v1, ...)` taking every checked tensor (see `guards/native/plan.py`).
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,12 +34,16 @@ from guards.checks import (
     TensorMatch,
     TypeMatch,
 )
+from guards.config import get_config
 from guards.dispatch_keys import keyset_equals
+from guards.native.plan import NativeBatch
 from guards.sources import LocalSource
 from guards.state import current_backend
 from guards.tree import GuardNode, GuardTree
 
 GuardFn = Callable[[dict[str, object], dict[str, object]], bool]
+
+LOG = logging.getLogger("guards")
 
 #: Prefix of size-symbol locals in generated code (keeps them apart from `v0`, `c0`, ...).
 SYMBOL_PREFIX = "sym_"
@@ -51,6 +61,8 @@ class CompiledGuard:
     #: With `compile_guard(tree, arg_names)`: `fn_args(*locals_in_arg_names_order, G)`.
     fn_args: Callable[..., bool] | None = None
     arg_names: tuple[str, ...] = ()
+    #: Whether the generated functions call the native checker.
+    native: bool = False
 
     def __call__(self, L: dict[str, object], G: dict[str, object]) -> bool:
         """Run the check (calling `.fn` directly saves one indirection)."""
@@ -60,7 +72,13 @@ class CompiledGuard:
 class Emitter:
     """Collects the generated lines, the closure constants and fresh local names."""
 
-    def __init__(self) -> None:
+    def __init__(self, native: Any = None) -> None:
+        #: The native module, or None for pure Python.
+        self.native = native
+        #: The native checks of the function being generated (None: pure Python).
+        self.batch: NativeBatch | None = None
+        #: The name of the source whose checks are being generated (for notes).
+        self.subject = ""
         self.lines: list[str] = []
         self.const_names: dict[object, str] = {}
         self.const_values: list[object] = []
@@ -238,6 +256,8 @@ def _stride_conditions(check: TensorMatch, var: str, sizes: str, out: Emitter) -
 
 @_emits(TensorMatch)
 def _tensor(check: TensorMatch, var: str, out: Emitter) -> None:
+    if out.batch is not None and out.batch.take_tensor(check, var, out.subject):
+        return
     sizes = f"{var}.shape"
     if any(size is None for size in check.shape):
         # NOTE: read the shape once; if `var` is not a tensor this raises or the type
@@ -276,6 +296,8 @@ def _tensor(check: TensorMatch, var: str, out: Emitter) -> None:
 
 @_emits(GlobalStateMatch)
 def _global_state(check: GlobalStateMatch, var: str, out: Emitter) -> None:
+    if out.batch is not None and out.batch.take_state(check):
+        return
     import torch
 
     if check.grad_enabled is not None:
@@ -307,6 +329,8 @@ def _global_state(check: GlobalStateMatch, var: str, out: Emitter) -> None:
 
 @_emits(BackendMatch)
 def _backend(check: BackendMatch, var: str, out: Emitter) -> None:
+    if out.batch is not None and out.batch.take_backend(check):
+        return
     active = f"{out.const(current_backend, 'current_backend')}()"
     if check.backend is not None and id(check.backend) == check.backend_id:
         out.require(f"{active} is {out.const(check.backend, 'backend')}")
@@ -337,6 +361,7 @@ def _emit_node(node: GuardNode, base: str, out: Emitter,
     else:
         var = out.fresh()
         out.emit(f"{var} = {source.code(base, out.const)}  # {source.name()}")
+    out.subject = source.name()
     for check in node.checks:
         EMITTERS[type(check)](check, var, out)
     for child in node.children:
@@ -345,11 +370,22 @@ def _emit_node(node: GuardNode, base: str, out: Emitter,
 
 def _body(tree: GuardTree, out: Emitter, args: dict[str, str] | None) -> list[str]:
     out.lines = []
+    out.batch = None if out.native is None else NativeBatch(out.native)
+    out.subject = ""
     for check in tree.root_checks:
         EMITTERS[type(check)](check, "None", out)
     for node in tree.children:
         _emit_node(node, "L", out, args)
-    out.emit("return True")
+    batch, out.batch = out.batch, None
+    if batch is None or batch.empty():
+        out.emit("return True")
+        return out.lines
+    # NOTE: the native checks come last, in one call (see guards/native/plan.py); a
+    # Checker.check returns True or False itself.
+    checker = out.const(batch.checker().check, "native")
+    out.flush()
+    out.lines.extend(f"# native: {note}" for note in batch.notes)
+    out.lines.append(f"return {checker}({', '.join(batch.args)})")
     return out.lines
 
 
@@ -362,16 +398,17 @@ def _function(header: str, lines: list[str]) -> str:
             f"            return False\n")
 
 
-def generate(tree: GuardTree, arg_names: Sequence[str] | None = None
+def generate(tree: GuardTree, arg_names: Sequence[str] | None = None, native: Any = None
              ) -> tuple[str, list[object], list[str]]:
     """The source of `make(<constants>)`, the constant values and their names.
 
     `make` returns `guard(L, G)`, or with `arg_names` the pair `(guard, guard_args)` where
     `guard_args(a0, a1, ..., G)` takes the local `arg_names[i]` as its i-th argument and
     treats any other local as absent: `guard_args(*values, G) == guard(dict(zip(arg_names,
-    values)), G)`.
+    values)), G)`. With `native` (the module `guards.native.load_native()` returns), tensor,
+    global-state and backend checks go to one native Checker per function.
     """
-    out = Emitter()
+    out = Emitter(native)
     functions = _function("guard(L, G)", _body(tree, out, None))
     result = "guard"
     if arg_names is not None:
@@ -384,19 +421,58 @@ def generate(tree: GuardTree, arg_names: Sequence[str] | None = None
     return source, out.const_values, names
 
 
-def compile_guard(tree: GuardTree, arg_names: Sequence[str] | None = None) -> CompiledGuard:
+def _needs_torch(tree: GuardTree) -> bool:
+    """Whether the tree holds a check that needs torch (only then may native be used)."""
+    if any(isinstance(check, GlobalStateMatch) for check in tree.root_checks):
+        return True
+
+    def visit(node: GuardNode) -> bool:
+        return (any(isinstance(check, TensorMatch) for check in node.checks)
+                or any(visit(child) for child in node.children))
+
+    return any(visit(node) for node in tree.children)
+
+
+def _native_module(tree: GuardTree, native: bool | None) -> Any:
+    """The native module to generate against, or None (see `compile_guard`)."""
+    if native is False or (native is None and not get_config().native):
+        return None
+    if not _needs_torch(tree):
+        return None  # NOTE: keeps guards without tensors free of torch and of the build
+    from guards.native import load_native
+
+    return load_native()
+
+
+def compile_guard(tree: GuardTree, arg_names: Sequence[str] | None = None, *,
+                  native: bool | None = None) -> CompiledGuard:
     """Generate and compile the fast check for `tree`.
 
     With `arg_names` (for example a function's parameter names), the result also has
     `fn_args(v0, v1, ..., G)`, the same check taking the locals positionally, so that a
     caller need not build the dict L: `fn_args(*values, G) == fn(dict(zip(arg_names,
     values)), G)` (a local the tree reads that is not named is absent: the guard fails).
+
+    `native`: None follows the option `native` (env `GUARDS_NATIVE`), True uses the native
+    checker when it can be built, False never does. It is only used for trees with tensor
+    or global-state checks; `CompiledGuard.native` says whether it was.
     """
-    source, values, _ = generate(tree, arg_names)
+    module = _native_module(tree, native)
+    try:
+        source, values, names = generate(tree, arg_names, module)
+    except (TypeError, ValueError, OverflowError) as exc:
+        if module is None:
+            raise
+        # NOTE: a spec the native Checker rejects (an unusual dtype or device object):
+        # the same guard in pure Python.
+        LOG.debug("guards: native checker rejected a spec (%s); generating pure Python", exc)
+        module = None
+        source, values, names = generate(tree, arg_names, None)
     namespace: dict[str, Any] = {}
     exec(compile(source, "<guard>", "exec"), namespace)  # noqa: S102  # our own generated code
     made = namespace["make"](*values)
+    used = any(name.startswith("native") for name in names)
     if arg_names is None:
-        return CompiledGuard(made, source, tree)
+        return CompiledGuard(made, source, tree, native=used)
     fn, fn_args = made
-    return CompiledGuard(fn, source, tree, fn_args, tuple(arg_names))
+    return CompiledGuard(fn, source, tree, fn_args, tuple(arg_names), native=used)

@@ -31,6 +31,11 @@ OPTIONS: dict[str, Option] = {
         1, "GUARDS_TENSOR_DISPATCH_KEYS",
         "1: TensorMatch.from_tensor records the dispatch key set, read on every check "
         "(about 0.3 us per tensor). 0: leave dispatch keys unchecked."),
+    "native": Option(
+        1, "GUARDS_NATIVE",
+        "1: generated guards check tensors and global state with the native checker "
+        "(C++, built with g++ on first use and cached under GUARDS_CACHE_DIR or "
+        "~/.cache/compiler-guards; pure Python if it cannot be built). 0: pure Python only."),
 }
 
 
@@ -40,6 +45,7 @@ class GuardsConfig:
 
     cache_size_limit: int = OPTIONS["cache_size_limit"].default
     tensor_dispatch_keys: int = OPTIONS["tensor_dispatch_keys"].default
+    native: int = OPTIONS["native"].default
 
     @staticmethod
     def from_env() -> GuardsConfig:

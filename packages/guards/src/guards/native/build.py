@@ -1,0 +1,235 @@
+"""Building and loading the native checker: `checker.cpp`, compiled on first use, cached.
+
+In: the C++ source shipped in this package (read with importlib.resources), the system C++
+compiler (`$CXX`, else `g++`), torch's headers and libraries. Out: the loaded extension
+module, or None (then generated guards stay pure Python).
+
+The shared object is cached under `$GUARDS_CACHE_DIR`, else `~/.cache/compiler-guards/`,
+named by a hash of everything the binary depends on: the source, the flags, torch's version
+and location (which fix its include directories), Python's version and include directory,
+and the compiler's version line. A build writes to a temporary
+name and is renamed into place (atomic), under an fcntl lock on a per-key lock file, so that
+concurrent processes (pytest-xdist workers) build once and never see a partial file. A cached
+file that fails to import, or whose `BUILD_KEY` is not the expected one, is rebuilt, never
+trusted. Every failure (no compiler, compile error, import error) returns None.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.machinery
+import importlib.resources
+import importlib.util
+import logging
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import ModuleType
+
+LOG = logging.getLogger("guards")
+
+#: The extension's module name (its init function is `PyInit__guards_native`).
+MODULE_NAME = "_guards_native"
+SOURCE_NAME = "checker.cpp"
+#: Seconds a compile may take before it is given up (a 2-core machine needs about 30).
+COMPILE_TIMEOUT_S = 600
+
+
+class NativeBuildError(RuntimeError):
+    """The native checker could not be built or loaded (the message says why)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BuildPlan:
+    """What to compile and where the result goes: the compiler, the source text, the
+    compile flags (without the build key define), the link flags, the cache key and the
+    cached file's path."""
+
+    cxx: str
+    source: bytes
+    flags: tuple[str, ...]
+    libs: tuple[str, ...]
+    key: str
+    path: pathlib.Path
+
+
+def cache_dir() -> pathlib.Path:
+    """`$GUARDS_CACHE_DIR`, else `~/.cache/compiler-guards` (not created here)."""
+    configured = os.environ.get("GUARDS_CACHE_DIR")
+    if configured:
+        return pathlib.Path(configured).expanduser()
+    return pathlib.Path.home() / ".cache" / "compiler-guards"
+
+
+def find_compiler() -> str | None:
+    """The C++ compiler to use (`$CXX`, else `g++`) as a path, or None if not found."""
+    return shutil.which(os.environ.get("CXX") or "g++")
+
+
+def source_text() -> bytes:
+    """The C++ source shipped as package data."""
+    return importlib.resources.files("guards.native").joinpath(SOURCE_NAME).read_bytes()
+
+
+def compiler_version(cxx: str) -> str:
+    """The first line of `cxx --version` (part of the cache key)."""
+    out = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=True,
+                         timeout=60)
+    lines = out.stdout.strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def _torch_dirs() -> tuple[str, str]:
+    """torch's package directory and its `lib` directory."""
+    import torch
+
+    root = os.path.dirname(torch.__file__)
+    return root, os.path.join(root, "lib")
+
+
+def compile_flags() -> tuple[str, ...]:
+    """Compiler flags: C++20 and torch's C++ ABI (include directories: `include_flags`)."""
+    import torch
+
+    abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
+    return ("-O2", "-shared", "-fPIC", "-std=c++20", f"-D_GLIBCXX_USE_CXX11_ABI={abi}")
+
+
+def include_flags() -> tuple[str, ...]:
+    """torch's and Python's include directories. Computed only to build (importing
+    torch.utils.cpp_extension takes a while); the cache key has torch's location instead."""
+    from torch.utils.cpp_extension import include_paths
+
+    return tuple(f"-I{path}" for path in [*include_paths(), sysconfig.get_paths()["include"]])
+
+
+def link_flags() -> tuple[str, ...]:
+    """Linker flags, placed after the source (with --as-needed, libraries named before the
+    object that uses them are dropped): torch's libraries, found at run time by rpath."""
+    _, lib = _torch_dirs()
+    return (f"-L{lib}", f"-Wl,-rpath,{lib}", "-ltorch_python", "-ltorch", "-ltorch_cpu",
+            "-lc10")
+
+
+def plan_build(directory: pathlib.Path | None = None, cxx: str | None = None) -> BuildPlan:
+    """The build for this interpreter and torch: raises NativeBuildError without a compiler."""
+    import torch
+
+    compiler = cxx if cxx is not None else find_compiler()
+    if compiler is None:
+        raise NativeBuildError("no C++ compiler found ($CXX or g++)")
+    try:
+        version = compiler_version(compiler)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise NativeBuildError(f"cannot run the C++ compiler {compiler}: {exc}") from exc
+    source = source_text()
+    flags = compile_flags()
+    libs = link_flags()
+    root, _ = _torch_dirs()
+    digest = hashlib.sha256()
+    parts = (source, "\0".join(flags + libs).encode(), torch.__version__.encode(),
+             root.encode(), sys.version.encode(), sysconfig.get_paths()["include"].encode(),
+             version.encode())
+    for part in parts:
+        digest.update(len(part).to_bytes(8, "little"))
+        digest.update(part)
+    key = digest.hexdigest()[:24]
+    where = directory if directory is not None else cache_dir()
+    return BuildPlan(compiler, source, flags, libs, key, where / f"{MODULE_NAME}-{key}.so")
+
+
+def import_extension(path: pathlib.Path, key: str) -> ModuleType:
+    """Import the extension at `path`; raises NativeBuildError if it does not load or was
+    built for another key."""
+    loader = importlib.machinery.ExtensionFileLoader(MODULE_NAME, str(path))
+    spec = importlib.util.spec_from_file_location(MODULE_NAME, str(path), loader=loader)
+    if spec is None:
+        raise NativeBuildError(f"cannot make an import spec for {path}")
+    try:
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+    except Exception as exc:  # ImportError, or anything a broken file raises
+        raise NativeBuildError(f"{path} does not import: {exc}") from exc
+    if getattr(module, "BUILD_KEY", None) != key:
+        raise NativeBuildError(f"{path} was built for key {getattr(module, 'BUILD_KEY', None)}"
+                               f", expected {key}")
+    return module
+
+
+def compile_to(plan: BuildPlan, output: pathlib.Path) -> None:
+    """Compile `plan.source` into the shared object `output`; raises NativeBuildError."""
+    with tempfile.TemporaryDirectory(prefix="guards-native-") as work:
+        source = pathlib.Path(work) / SOURCE_NAME
+        source.write_bytes(plan.source)
+        command = [plan.cxx, *plan.flags, *include_flags(), f'-DGUARDS_NATIVE_KEY="{plan.key}"',
+                   str(source), "-o", str(output), *plan.libs]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True,
+                                  timeout=COMPILE_TIMEOUT_S, check=False)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise NativeBuildError(f"compiler did not run: {exc}") from exc
+        if done.returncode != 0:
+            tail = "\n".join(done.stderr.strip().splitlines()[-20:])
+            raise NativeBuildError(f"compile failed (exit {done.returncode}):\n{tail}")
+
+
+@contextlib.contextmanager
+def _locked(lock_path: pathlib.Path) -> Iterator[None]:
+    """Hold an exclusive fcntl lock on `lock_path` (no lock where fcntl is missing)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover  # not POSIX: the atomic rename still holds
+        yield
+        return
+    with open(lock_path, "a+b") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _discard(path: pathlib.Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink()
+
+
+def build_and_load(directory: pathlib.Path | None = None, cxx: str | None = None) -> ModuleType:
+    """The native module: the cached build if it imports, else a fresh build (see module
+    doc). Raises NativeBuildError on any failure."""
+    plan = plan_build(directory, cxx)
+    if plan.path.exists():
+        try:
+            return import_extension(plan.path, plan.key)
+        except NativeBuildError as exc:
+            LOG.info("guards: cached native checker unusable, rebuilding: %s", exc)
+    try:
+        plan.path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise NativeBuildError(f"cannot create the cache directory {plan.path.parent}: "
+                               f"{exc}") from exc
+    with _locked(plan.path.with_suffix(".lock")):
+        if plan.path.exists():  # NOTE: another process may have built it while we waited
+            try:
+                return import_extension(plan.path, plan.key)
+            except NativeBuildError:
+                _discard(plan.path)
+        LOG.info("guards: building the native checker with %s (first use; about 30 s)",
+                 plan.cxx)
+        handle, temp_name = tempfile.mkstemp(prefix=f".{MODULE_NAME}-", suffix=".so",
+                                             dir=plan.path.parent)
+        os.close(handle)
+        temp = pathlib.Path(temp_name)
+        try:
+            compile_to(plan, temp)
+            os.replace(temp, plan.path)
+        finally:
+            _discard(temp)
+        return import_extension(plan.path, plan.key)
