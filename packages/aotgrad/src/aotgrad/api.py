@@ -13,8 +13,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
+from torch import fx
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
+from aotgrad import cache as _cache
 from aotgrad import config as _config
 from aotgrad.pipeline import PartitionFnLike, compile_inference, compile_training
 from aotgrad.runtime import Compiler, InferenceRunner, SavedBytesCounter, TrainingRunner
@@ -120,6 +122,7 @@ class AotCompiled:
         self.fast_cache: dict[tuple[Any, ...], FastEntry] = {}
         self._plain_fn = not isinstance(fn, types.FunctionType) or not fn.__closure__
         self._state_key: Callable[[], Any] | None = getattr(fn, "state_key", None)
+        self._signature: tuple[Any, ...] | None = None  # of a captured graph, for the cache
 
     def _key(self, leaves: Sequence[Any], training: bool, structure: Any) -> tuple[Any, ...]:
         parts: list[Any] = [training, structure]
@@ -129,6 +132,8 @@ class AotCompiled:
         for leaf in leaves:
             if isinstance(leaf, torch.Tensor):
                 parts.append(_tensor_key(leaf, training))
+            elif isinstance(leaf, float):
+                parts.append((float, repr(leaf)))  # NOTE: tells -0.0 from 0.0
             else:
                 parts.append((type(leaf), _hashable(leaf)))
         return tuple(parts)
@@ -157,7 +162,8 @@ class AotCompiled:
         try:
             parts = [(type(a), a.dtype, a.device, a.shape, a.stride(), a.storage_offset(),
                       a.requires_grad) if isinstance(a, tensor) else
-                     ((type(a), a) if type(a) in _FLAT_LEAF_TYPES else _NOT_FLAT)
+                     (((float, repr(a)) if type(a) is float else (type(a), a))
+                      if type(a) in _FLAT_LEAF_TYPES else _NOT_FLAT)
                      for a in args]
         except TypeError:  # an unhashable value in a tensor subclass' metadata
             return None
@@ -184,7 +190,7 @@ class AotCompiled:
         entry = self.cache.get(key)
         if entry is None:
             leaves, in_spec = tree_flatten((args, kwargs, closure))
-            entry = self._compile(leaves, in_spec, training)
+            entry = self._compile(leaves, in_spec, training, key)
             self.cache[key] = entry
         runner, out_spec, flat_output = entry
         check_overlap = bool(runner.forward.mutated_inputs)
@@ -201,11 +207,49 @@ class AotCompiled:
             return tuple(outs)
         return _output(outs, out_spec)
 
-    def _compile(self, leaves: list[Any], in_spec: Any, training: bool,
+    def _compile(self, leaves: list[Any], in_spec: Any, training: bool, key: tuple[Any, ...],
                  ) -> tuple[Runner, Any, bool]:
+        shared_key = self._shared_key(leaves, training, key)
+        if shared_key is not None:
+            hit = _cache.lookup(shared_key)
+            if hit is not None:
+                runner, out_spec, flat_output = hit
+                if isinstance(runner, TrainingRunner):
+                    runner = runner.rebind(self.saved_bytes)
+                return runner, out_spec, flat_output
         runner, out_spec = self._compile_runner(leaves, in_spec, training)
         flat_output = out_spec.type is tuple and all(c.is_leaf() for c in out_spec.children())
+        if shared_key is not None:
+            _cache.store(shared_key, (runner, out_spec, flat_output))
         return runner, out_spec, flat_output
+
+    def _shared_key(self, leaves: list[Any], training: bool,
+                    key: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """The key of the shared compiled-graph cache (`aotgrad.cache`), or None when the
+        function or a compile setting cannot be described soundly."""
+        if not _config.config().graph_cache:
+            return None
+        try:
+            if self._signature is None:
+                self._signature = self._graph_signature()
+            tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
+            storages = [t.untyped_storage().data_ptr() for t in tensors]
+            aliasing = tuple(storages.index(p) for p in storages)
+            return (self._signature, key, aliasing, training, _cache.context_key(),
+                    _cache.compiler_key(self.fw_compiler),
+                    _cache.compiler_key(self.bw_compiler) if training else None,
+                    _cache.partitioner_key(self.partition_fn),
+                    _cache.decompositions_key(self.decompositions))
+        except _cache.Uncacheable:
+            _cache.note_uncacheable()
+            return None
+
+    def _graph_signature(self) -> tuple[Any, ...]:
+        fn = self.fn
+        if not isinstance(fn, LiftedModule) or not isinstance(fn.module, fx.GraphModule):
+            raise _cache.Uncacheable("only captured graphs (GraphModules) are cached")
+        inputs = dict(zip(fn.swap_names, fn.swap_inputs))
+        return _cache.graph_signature(fn.module, inputs)
 
     def _compile_runner(self, leaves: list[Any], in_spec: Any, training: bool,
                         ) -> tuple[Runner, Any]:

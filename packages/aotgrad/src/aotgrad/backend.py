@@ -56,10 +56,19 @@ def make_backend(fw_compiler: Compiler, bw_compiler: Compiler | None = None,
     return backend
 
 
-def run_graph_as_is(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+class _GraphAsIs:
     """The ATen-graph compiler of `aot_eager`: run the graph's Python code as it is."""
-    del example_inputs
-    return gm.forward
+
+    def __call__(self, gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        del example_inputs
+        return gm.forward
+
+    def cache_key(self) -> tuple[()]:
+        """No options: compiled graphs may be shared (`aotgrad.cache`)."""
+        return ()
+
+
+run_graph_as_is = _GraphAsIs()
 
 
 # NOTE: like torch's aot_eager, no decompositions: the ATen graphs keep the ops (and the

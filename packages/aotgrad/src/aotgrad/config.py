@@ -41,6 +41,10 @@ OPTIONS: dict[str, Option] = {
     "solver": Option("AOTGRAD_SOLVER", "memory_budget knapsack solver: dp, greedy or ilp"),
     "estimator": Option("AOTGRAD_ESTIMATOR",
                         "memory_budget recompute runtime estimate: flops, profile or testing"),
+    "graph_cache": Option(
+        "AOTGRAD_GRAPH_CACHE",
+        "reuse the compiled graphs of an identical captured graph and call signature "
+        "(in-process; aotgrad.cache): 1 or 0"),
     "pareto_svg": Option("AOTGRAD_PARETO_SVG",
                          "memory_budget: write the Pareto curve of saved bytes against "
                          "estimated recompute time to this SVG path"),
@@ -57,6 +61,7 @@ class AotgradConfig:
     solver: str = "dp"
     estimator: str = "flops"
     pareto_svg: str | None = None
+    graph_cache: bool = True
 
     def __post_init__(self) -> None:
         if self.partitioner not in PARTITIONERS:
@@ -78,7 +83,12 @@ def _from_env() -> AotgradConfig:
         raw = os.environ.get(OPTIONS[field.name].env)
         if raw is None:
             continue
-        values[field.name] = float(raw) if field.name == "activation_memory_budget" else raw
+        if field.name == "activation_memory_budget":
+            values[field.name] = float(raw)
+        elif field.name == "graph_cache":
+            values[field.name] = raw.strip().lower() in ("1", "true", "yes", "on")
+        else:
+            values[field.name] = raw
     return AotgradConfig(**values)
 
 

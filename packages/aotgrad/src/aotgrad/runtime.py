@@ -7,6 +7,7 @@ plus the ATen-graph compilers. IR out: callables taking the flat tensor inputs.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -127,7 +128,9 @@ class TrainingRunner:
     NOTE: everything that does not depend on the call (which outputs are differentiable,
     whether saved values are all tensors, their bytes under static shapes) is worked out here
     once; the forward of a graph without mutated inputs and non-differentiable outputs only
-    runs the compiled graph and saves its tensors.
+    runs the compiled graph and saves its tensors. `rebind(counter)` gives a runner sharing
+    the compiled graphs (the backward is compiled once, lazily, for all of them) that records
+    saved bytes in another counter (the compiled-graph cache hands runners out this way).
     """
 
     def __init__(self, forward: FunctionalGraph, fw_gm: fx.GraphModule, bw_gm: fx.GraphModule,
@@ -140,14 +143,47 @@ class TrainingRunner:
         self.bw_gm = bw_gm
         self.plain = _is_plain(forward)
         fw = fw_compiler(fw_gm, example_inputs(fw_gm))
-        if needs_grad_mode(fw_gm):
-            fw = with_grad_mode(fw)
-        bw_examples = example_inputs(bw_gm)
-        bw_compiled: list[Callable[..., Any]] = []
-        tangent_list = list(tangent_outputs)
+        self._fw = with_grad_mode(fw) if needs_grad_mode(fw_gm) else fw
+        self._bw_examples = example_inputs(bw_gm)
+        self._bw_compiler = bw_compiler
+        # NOTE: compiled backwards by the compiler's cache key when it was compiled, shared
+        # by rebound runners; `_bw` is the one this runner uses, fixed at its first backward.
+        self._bw_shared: dict[Any, Callable[..., Any]] = {}
+        self._bw: Callable[..., Any] | None = None
+        self._tangent_outputs = list(tangent_outputs)
+        self._bind(counter)
+
+    def rebind(self, counter: SavedBytesCounter) -> TrainingRunner:
+        """This runner's compiled graphs, recording saved bytes in `counter`."""
+        runner = copy.copy(self)
+        runner._bw = None
+        runner._bind(counter)
+        return runner
+
+    def compiled_bw(self) -> Callable[..., Any]:
+        """The compiled backward, compiled on first use (inference-like training calls never
+        run backward) with the compiler's options of that moment."""
+        bw = self._bw
+        if bw is None:
+            key_fn = getattr(self._bw_compiler, "cache_key", None)
+            key = key_fn() if key_fn is not None else None
+            bw = self._bw_shared.get(key)
+            if bw is None:
+                bw = self._bw_compiler(self.bw_gm, self._bw_examples)
+                if needs_grad_mode(self.bw_gm):
+                    bw = with_grad_mode(bw)
+                self._bw_shared[key] = bw
+            self._bw = bw
+        return bw
+
+    def _bind(self, counter: SavedBytesCounter) -> None:
+        fw = self._fw
+        compiled_bw = self.compiled_bw
+        bw_examples = self._bw_examples
+        tangent_list = self._tangent_outputs
         tangent_set = set(tangent_list)
-        num_outputs = num_fwd_outputs
-        mutated_inputs = list(forward.mutated_inputs)
+        num_outputs = self.num_fwd_outputs
+        mutated_inputs = list(self.forward.mutated_inputs)
         non_differentiable = [i for i in range(num_outputs) if i not in tangent_set]
         num_saved = len(bw_examples) - len(tangent_list)
         saved_bytes = _static_bytes(bw_examples[:num_saved])
@@ -155,13 +191,6 @@ class TrainingRunner:
         # bytes are known now (the graph's shapes are fixed for this compiled signature).
         fast = not mutated_inputs and not non_differentiable and saved_bytes is not None
         tangent_examples = bw_examples[num_saved:]
-
-        def compiled_bw() -> Callable[..., Any]:
-            # NOTE: compiled lazily: inference-like training calls never run backward.
-            if not bw_compiled:
-                bw = bw_compiler(bw_gm, bw_examples)
-                bw_compiled.append(with_grad_mode(bw) if needs_grad_mode(bw_gm) else bw)
-            return bw_compiled[0]
 
         class CompiledFunction(torch.autograd.Function):
             @staticmethod

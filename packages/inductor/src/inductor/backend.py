@@ -37,12 +37,40 @@ def resolve_options(options: Mapping[str, Any] | None = None,
     return values
 
 
-def make_compiler(values: Mapping[str, Any]) -> Callable[..., Any]:
-    def compiler(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-        with config.patch(values):
+class InductorCompiler:
+    """The ATen-graph compiler: `compile_aten` with `values` applied to the options.
+
+    `cache_key()` (the code-generating options in effect) lets aotgrad share the compiled
+    graphs of identical captured graphs (`aotgrad.cache`); equal option values compare equal.
+    """
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        self.values = dict(values)
+        self._frozen = tuple(sorted(self.values.items()))
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        if not self.values:
+            return compile_aten(gm, example_inputs)
+        with config.patch(self.values):
             return compile_aten(gm, example_inputs)
 
-    return compiler
+    def cache_key(self) -> tuple[tuple[str, Any], ...]:
+        """The values of the options that change generated code, as compiles see them now."""
+        if not self.values:
+            return config.codegen_key()
+        with config.patch(self.values):
+            return config.codegen_key()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, InductorCompiler) and other._frozen == self._frozen
+
+    def __hash__(self) -> int:
+        return hash(self._frozen)
+
+
+def make_compiler(values: Mapping[str, Any]) -> Callable[..., Any]:
+    """The ATen-graph compiler with `values` applied to the options while compiling."""
+    return InductorCompiler(values)
 
 
 def make_inductor(options: Mapping[str, Any] | None = None,
@@ -50,7 +78,7 @@ def make_inductor(options: Mapping[str, Any] | None = None,
     from aotgrad import make_backend
 
     values = resolve_options(options, mode)
-    compiler = make_compiler(values) if values else compile_aten
+    compiler = InductorCompiler(values)
     return make_backend(compiler, compiler, partition_fn="min_cut",
                         decompositions=decomposition_table())
 
