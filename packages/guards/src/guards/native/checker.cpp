@@ -154,6 +154,11 @@ Failure check_tensor(const TensorSpec& spec, PyObject* obj) {
   try {
     return check_tensor_unguarded(spec, obj);
   } catch (...) {
+    // NOTE: a Python error raised under a C++ read (a subclass's size hook) may still be
+    // set: the check has failed, and must not leave it behind.
+    if (PyErr_Occurred() != nullptr) {
+      PyErr_Clear();
+    }
     return kError;
   }
 }
