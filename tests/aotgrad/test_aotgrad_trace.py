@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import operator
 
-import pytest
 import torch
-from aotgrad import TraceError
 from aotgrad.decompositions import get_decompositions
 from aotgrad.trace import fake_inputs, new_fake_mode, trace
 from torch import fx
@@ -80,9 +78,16 @@ def test_item_and_data_dependent_shapes_are_recorded() -> None:
     assert nonzero.tolist() == [[0], [2]] and scale == 3.0
 
 
-def test_data_dependent_value_used_in_python_is_a_clear_error() -> None:
-    with pytest.raises(TraceError, match="data-dependent"):
-        _trace(lambda x: x.new_zeros(x.nonzero().shape[0] + 1), torch.randn(3))
+def test_data_dependent_size_used_in_python_is_read_at_run_time() -> None:
+    # The size of nonzero's result is an unbacked symbol: `sym_size` reads it in the graph.
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return x.new_zeros(x.nonzero().shape[0] + 1)
+
+    gm = _trace(fn, torch.randn(3))
+    assert aten.sym_size.int in _call_targets(gm)
+    for x in (torch.tensor([1.0, 0.0, 2.0]), torch.zeros(3), torch.ones(3)):
+        (result,) = gm(x)
+        torch.testing.assert_close(result, fn(x))
 
 
 def test_rng_ops_stay_in_the_graph() -> None:

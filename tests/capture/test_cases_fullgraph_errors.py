@@ -48,6 +48,12 @@ def tolist_loop(x):
     return total
 
 
+def branch_on_item(x):
+    if x.sum().item() > 0:  # BREAK
+        return x + 1
+    return x - 1
+
+
 def nonzero_dynamic_shape(x):
     idx = torch.nonzero(x > 0)  # BREAK
     return idx.float().sum()
@@ -73,9 +79,10 @@ def calls_numpy_on_tensor(x):
 
 # Constructs that cannot be one graph (data-dependent Python control flow, I/O, raising).
 BREAKING = [data_dependent_branch, data_dependent_while, bool_of_tensor, prints_something,
-            tolist_loop]
+            branch_on_item]
 # Constructs a capture may support or reject; if it rejects, the error must name the line.
-MAYBE = [item_into_python, nonzero_dynamic_shape, consumes_user_generator, calls_numpy_on_tensor]
+MAYBE = [item_into_python, nonzero_dynamic_shape, consumes_user_generator, calls_numpy_on_tensor,
+         tolist_loop]
 
 
 def _assert_names_location(fn, error):

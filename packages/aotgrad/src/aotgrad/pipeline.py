@@ -46,6 +46,45 @@ def _fill_output_meta(gm: torch.fx.GraphModule) -> None:
                 for a in node.args[0])
 
 
+_SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def _has_unbacked_values(gm: torch.fx.GraphModule) -> bool:
+    """Whether a graph computes data-dependent numbers or sizes (unbacked symbols)."""
+    for node in gm.graph.nodes:
+        value = node.meta.get("example_value")
+        if isinstance(value, _SYMBOLIC):
+            return True
+        if isinstance(value, torch.Tensor) and any(
+                isinstance(s, torch.SymInt) for s in value.shape):
+            return True
+    return False
+
+
+def checked_compiler(compiler: Compiler) -> Compiler:
+    """`compiler`, but a compiled graph with data-dependent values whose run returns a
+    symbolic placeholder (a SymInt/SymFloat of the trace) instead of a number raises: a
+    backend that does not compute such values must fail, never return the placeholder."""
+
+    def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        compiled = compiler(gm, example_inputs)
+        if not _has_unbacked_values(gm):
+            return compiled
+
+        def run(*args: Any) -> Any:
+            outs = compiled(*args)
+            for out in outs if isinstance(outs, (tuple, list)) else (outs,):
+                if isinstance(out, _SYMBOLIC):
+                    raise RuntimeError(  # noqa: TRY004  # a backend limit, not a bad argument
+                        f"the backend's compiled graph returned the symbolic value {out} "
+                        "instead of computing it; it does not support data-dependent values")
+            return outs
+
+        return run
+
+    return compile_graph
+
+
 def compile_inference(fn: Callable[..., Any], tensors: Sequence[torch.Tensor],
                       fw_compiler: Compiler, decompositions: Decomps,
                       ) -> tuple[InferenceRunner, Any]:
@@ -53,7 +92,7 @@ def compile_inference(fn: Callable[..., Any], tensors: Sequence[torch.Tensor],
     table = get_decompositions(decompositions)
     forward, out_spec = trace_forward(fn, tensors, mode, table)
     assert_functional(forward.gm)
-    return InferenceRunner(forward, fw_compiler), out_spec
+    return InferenceRunner(forward, checked_compiler(fw_compiler)), out_spec
 
 
 def compile_training(fn: Callable[..., Any], tensors: Sequence[torch.Tensor],
@@ -71,6 +110,7 @@ def compile_training(fn: Callable[..., Any], tensors: Sequence[torch.Tensor],
     _fill_output_meta(fw_gm)
     _fill_output_meta(bw_gm)
     runner = TrainingRunner(joint.forward, fw_gm, bw_gm, num_fwd_outputs=joint.num_fwd_outputs,
-                            tangent_outputs=joint.tangent_outputs, fw_compiler=fw_compiler,
-                            bw_compiler=bw_compiler, counter=counter)
+                            tangent_outputs=joint.tangent_outputs,
+                            fw_compiler=checked_compiler(fw_compiler),
+                            bw_compiler=checked_compiler(bw_compiler), counter=counter)
     return runner, out_spec

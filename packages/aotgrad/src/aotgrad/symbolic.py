@@ -18,7 +18,7 @@ import sympy  # type: ignore[import-untyped]  # sympy ships no type information
 import torch
 from torch import fx
 
-__all__ = ["UnsupportedExpression", "expression_node"]
+__all__ = ["UnsupportedExpression", "condition_node", "expression_node"]
 
 aten = torch.ops.aten
 
@@ -31,6 +31,27 @@ _COMPARISONS: dict[type, Any] = {
     sympy.LessThan: aten.le.Tensor,
     sympy.StrictGreaterThan: aten.gt.Tensor,
     sympy.GreaterThan: aten.ge.Tensor,
+}
+
+
+# torch's sympy functions (torch.utils._sympy.functions) by class name: `int(x.item())` is
+# TruncToInt, `float(n)` ToFloat, `n // 2` FloorDiv, `n % 2` PythonMod, `n / 2` *TrueDiv.
+_TO_INT64 = (aten._to_copy.default, {"dtype": torch.int64})
+_TO_FLOAT64 = (aten._to_copy.default, {"dtype": torch.float64})
+_UNARY: dict[str, list[tuple[Any, dict[str, Any]]]] = {
+    "TruncToInt": [(aten.trunc.default, {}), _TO_INT64],
+    "FloorToInt": [(aten.floor.default, {}), _TO_INT64],
+    "CeilToInt": [(aten.ceil.default, {}), _TO_INT64],
+    "ToFloat": [_TO_FLOAT64],
+}
+_BINARY: dict[str, tuple[Any, dict[str, Any]]] = {
+    "FloorDiv": (aten.div.Tensor_mode, {"rounding_mode": "floor"}),
+    "PythonMod": (aten.remainder.Tensor, {}),
+    "Mod": (aten.remainder.Tensor, {}),
+    "IntTrueDiv": (aten.div.Tensor, {}),
+    "FloatTrueDiv": (aten.div.Tensor, {}),
+    "Max": (aten.maximum.default, {}),
+    "Min": (aten.minimum.default, {}),
 }
 
 
@@ -49,9 +70,12 @@ class _Builder:
             node = self.symbols.get(str(value))
             if node is None:
                 raise UnsupportedExpression(f"unbound symbol {value}")
-            source = node.args[0]  # the tensor `.item()` read
-            assert isinstance(source, fx.Node)
-            return source
+            if node.target is aten._local_scalar_dense.default:
+                source = node.args[0]  # the tensor `.item()` read
+                assert isinstance(source, fx.Node)
+                return source
+            # A size read with `aten.sym_size.int`: a Python int, made a 0-d tensor.
+            return self.emit(aten.scalar_tensor.default, (node,), {"dtype": torch.int64})
         if isinstance(value, (sympy.Integer, sympy.Float, sympy.Rational)):
             return int(value) if value.is_integer else float(value)
         if value is sympy.true:
@@ -73,6 +97,16 @@ class _Builder:
             return self.emit(_COMPARISONS[type(value)], (left, right), {})
         if isinstance(value, sympy.Piecewise):
             return self._piecewise(list(value.args))
+        name = type(value).__name__
+        if name in _UNARY:
+            node = self._as_node(value.args[0])
+            for target, kwargs in _UNARY[name]:
+                node = self.emit(target, (node,), dict(kwargs))
+            return node
+        if name in _BINARY:
+            target, kwargs = _BINARY[name]
+            left, right = (self._as_node(a) for a in value.args)
+            return self.emit(target, (left, right), dict(kwargs))
         raise UnsupportedExpression(f"{type(value).__name__} in {value}")
 
     def _as_node(self, value: Any) -> fx.Node:
@@ -107,3 +141,8 @@ def expression_node(expr: Any, symbols: Mapping[str, fx.Node], emit: Emit) -> fx
     """A node computing `expr` (over `.item()` symbols) as a Python number at run time."""
     built = _Builder(symbols, emit)._as_node(expr)
     return emit(aten._local_scalar_dense.default, (built,), {})
+
+
+def condition_node(expr: Any, symbols: Mapping[str, fx.Node], emit: Emit) -> fx.Node:
+    """A 0-d bool tensor node computing the condition `expr` at run time (for asserts)."""
+    return _Builder(symbols, emit)._as_node(expr)

@@ -85,6 +85,9 @@ class AtenTracer(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: 
         self._keepalive: list[object] = []
         self._num_constants = 0
         self._sym_nodes: dict[str, fx.Node] = {}  # symbolic expression -> node
+        # unbacked size symbols of traced tensors -> (tensor node, dim), read on demand
+        self._size_syms: dict[str, tuple[fx.Node, int]] = {}
+        self._emitted_asserts: set[str] = set()
         self._backward_meta: dict[int, dict[str, Any]] = {}  # autograd seq nr -> metadata
 
     # ---------------------------------------------------------------- value <-> node
@@ -101,7 +104,9 @@ class AtenTracer(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: 
         node = self.graph.placeholder(name)
         node.meta["example_value"] = value
         if _is_tensor(value):
+            assert isinstance(value, torch.Tensor)
             self.bind(value, node)
+            self._note_sizes(node, value)
         return node
 
     def node_of(self, value: torch.Tensor) -> fx.Node:
@@ -140,9 +145,83 @@ class AtenTracer(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: 
         if isinstance(value, _SYMBOLIC):
             node = self._sym_nodes.get(_sym_key(value))
             if node is None:
+                self._bind_sizes(value.node.expr.free_symbols)
+                node = self._sym_nodes.get(_sym_key(value))
+            if node is None:
                 node = self._symbolic_expression(value)
             return node
         return value
+
+    def _note_sizes(self, node: fx.Node, value: torch.Tensor) -> None:
+        """Remember which dims of a traced tensor have data-dependent (unbacked) sizes."""
+        sizes: tuple[object, ...] = tuple(value.shape)
+        for dim, size in enumerate(sizes):
+            if isinstance(size, torch.SymInt):
+                expr = size.node.expr
+                if getattr(expr, "is_Symbol", False):
+                    self._size_syms.setdefault(str(expr), (node, dim))
+
+    def _bind_sizes(self, symbols: Any) -> None:
+        """Nodes reading the unbacked sizes among `symbols` (`aten.sym_size.int`)."""
+        for symbol in symbols:
+            key = str(symbol)
+            if key in self._sym_nodes or key not in self._size_syms:
+                continue
+            tensor_node, dim = self._size_syms[key]
+            node = self.graph.call_function(torch.ops.aten.sym_size.int, (tensor_node, dim))
+            self._annotate(node, tensor_node.meta["example_value"].shape[dim])
+            self._sym_nodes[key] = node
+
+    def _own_symbols(self) -> set[str]:
+        return set(self._size_syms) | {
+            key for key, node in self._sym_nodes.items()
+            if node.target is torch.ops.aten._local_scalar_dense.default
+            and getattr(node.meta.get("example_value"), "node", None) is not None
+            and str(node.meta["example_value"].node.expr) == key}
+
+    def emit_runtime_asserts(self) -> None:
+        """The ShapeEnv's deferred runtime asserts about this trace's data-dependent values
+        (`narrow`'s bounds on a `.item()` start, `torch._check(...)` in the program), and the
+        value ranges the ops required of `.item()` results, as `aten._assert_async` nodes:
+        bad data raises at run time as in eager instead of giving wrong numbers."""
+        shape_env = self.fake_mode.shape_env
+        if shape_env is None:
+            return
+        own = self._own_symbols()
+        item_symbols = own - set(self._size_syms)
+        checks: list[tuple[Any, str]] = []
+        for asserts in list(shape_env.deferred_runtime_asserts.values()):
+            checks.extend((ra.expr, ra.msg) for ra in asserts)
+        for key in sorted(item_symbols):
+            checks.extend(_range_checks(shape_env, self._sym_nodes[key]))
+        for expr, msg in checks:
+            names = {str(s) for s in expr.free_symbols}
+            if not names <= own or str(expr) in self._emitted_asserts:
+                # NOTE: a check about values this graph never computes: another trace's (the
+                # shape env is shared) or sizes of tensors made outside the traced ops.
+                continue
+            self._emitted_asserts.add(str(expr))
+            self._bind_sizes(expr.free_symbols)
+            self._assert_node(expr, msg)
+
+    def _assert_node(self, expr: Any, msg: str) -> None:
+        from aotgrad.symbolic import UnsupportedExpression, condition_node
+
+        def emit(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> fx.Node:
+            node = self.graph.call_function(target, args, kwargs)
+            examples = tree_map(
+                lambda a: a.meta["example_value"] if isinstance(a, fx.Node) else a, args)
+            with self.fake_mode:
+                self._annotate(node, target(*examples, **kwargs))
+            return node
+
+        try:
+            condition = condition_node(expr, self._sym_nodes, emit)
+        except UnsupportedExpression as exc:
+            raise TraceError(f"cannot record the runtime check {expr} ({exc})") from exc
+        text = f"runtime check failed: {expr}" + (f" ({msg})" if msg else "")
+        node = self.graph.call_function(torch.ops.aten._assert_async.msg, (condition, text))
+        node.meta["example_value"] = None
 
     def _symbolic_expression(self, value: Any) -> fx.Node:
         """A data-dependent number computed in Python from `.item()` results: recorded as
@@ -227,8 +306,10 @@ class AtenTracer(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: 
                     item_node = self.graph.call_function(operator.getitem, (node, index))
                     self._annotate(item_node, item)
                     self.bind(item, item_node)
+                    self._note_sizes(item_node, item)
         elif _is_tensor(out):
             self.bind(out, node)
+            self._note_sizes(node, out)
         return out
 
     def _annotate(self, node: fx.Node, value: object) -> None:
@@ -269,8 +350,10 @@ class AtenTracer(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: 
         self.output_flat(tree_flatten(value)[0])
 
     def output_flat(self, flat: Sequence[object]) -> None:
-        """Output node returning `flat` as a tuple (None entries kept)."""
+        """Output node returning `flat` as a tuple (None entries kept), after the runtime
+        checks of the trace's data-dependent values."""
         fx_flat: list[Any] = [self._to_arg(v) for v in flat]
+        self.emit_runtime_asserts()
         node = self.graph.output(tuple(fx_flat))
         node.meta["example_value"] = tuple(flat)
 
@@ -288,7 +371,17 @@ class _MetaInterpreter(fx.Interpreter):
 
     def run_node(self, n: fx.Node) -> Any:
         with self.tracer.node_meta(n.meta):
-            return super().run_node(n)
+            try:
+                return super().run_node(n)
+            except RuntimeError as exc:
+                if "data is not allocated yet" not in str(exc):
+                    raise
+            # NOTE: a C++ composite read a fake tensor's data (`tensor_split` with tensor
+            # indices); torch's Python implementation reads it with `.item()` instead.
+            from torch._dispatch.python import enable_python_dispatcher
+
+            with enable_python_dispatcher():
+                return super().run_node(n)
 
 
 def run_with_meta(fn: Callable[..., Any], args: Sequence[Any], tracer: AtenTracer) -> Any:
@@ -331,6 +424,26 @@ def trace(
             raise TraceError(f"unsupported output of type {type(value).__name__}")
     tracer.output(tree_unflatten(flat, spec))
     return tracer.graph_module(), spec
+
+
+def _range_checks(shape_env: Any, node: fx.Node) -> list[tuple[Any, str]]:
+    """`lower <= u0 <= upper` for a `.item()` result whose range an op narrowed (a size must
+    be >= 0...): the ShapeEnv trusts the range, so the graph must check it."""
+    value = node.meta.get("example_value")
+    if not isinstance(value, torch.SymInt):
+        return []
+    symbol = value.node.expr
+    bounds = shape_env.var_to_range.get(symbol)
+    if bounds is None:
+        return []
+    from torch.utils._sympy.numbers import int_oo
+
+    checks: list[tuple[Any, str]] = []
+    if bounds.lower.is_finite and bounds.lower not in (int_oo, -int_oo):
+        checks.append((symbol >= bounds.lower, f"{symbol} >= {bounds.lower}"))
+    if bounds.upper.is_finite and bounds.upper not in (int_oo, -int_oo):
+        checks.append((symbol <= bounds.upper, f"{symbol} <= {bounds.upper}"))
+    return checks
 
 
 def fake_inputs(fake_mode: FakeTensorMode, args: Sequence[object]) -> list[object]:

@@ -17,6 +17,7 @@ import torch
 import torch.fx
 from guards.sources import Source
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from capture import node_meta
 from capture.side_effects import SideEffects
@@ -51,7 +52,9 @@ class OutputGraph:
 
     def __init__(self, f_globals: dict[str, object], code_name: str) -> None:
         self.graph = torch.fx.Graph()
-        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        # NOTE: inputs get static shapes (dynamic=False); the ShapeEnv only gives
+        # data-dependent results (`.item()`, `nonzero`, `unique`...) unbacked symbols.
+        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
         self.root_globals = f_globals
         self.code_name = code_name
         self.inputs: list[tuple[Source, torch.Tensor, TensorValue]] = []

@@ -2,7 +2,11 @@
 
 In: a torch function / Tensor method / operator and argument values. Out: a `TensorValue`
 (or a container of them) backed by new FX nodes; non-tensor results of metadata queries
-become constants (shapes are static and guarded by tensor-match guards).
+become constants (input shapes are static and guarded by tensor-match guards).
+
+Data-dependent results (`.item()`, `.tolist()`, the sizes of `nonzero`/`unique` outputs and
+arithmetic on them) are unbacked symbols of the frame's ShapeEnv: they become
+`SymNodeValue`s computed by graph nodes, never constants or guards.
 """
 
 from __future__ import annotations
@@ -17,16 +21,19 @@ from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
 )
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from capture.graph_break import HINT_DATA_DEPENDENT, GraphBreakKind, unsupported
 from capture.values import (
     ConstantValue,
     DictValue,
     ListValue,
+    SymNodeValue,
     TensorValue,
     TupleValue,
     Value,
 )
+from capture.values.symbolic import SYMBOLIC_TYPES, static_value
 
 if TYPE_CHECKING:
     from capture.interp.translator import Translator
@@ -75,8 +82,6 @@ TENSOR_VIEW_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag", "data"})
 # Callables that must not become nodes (stateful or outside the graph's world).
 _REFUSED: dict[object, str] = {
     torch.Tensor.backward: "calling .backward() inside a compiled function",
-    torch.Tensor.item: "reading a tensor's value with .item()",
-    torch.Tensor.tolist: "reading a tensor's values with .tolist()",
     torch.Tensor.numpy: "converting a tensor to numpy",
     torch.Tensor.register_hook: "registering tensor hooks",
     torch.manual_seed: "setting the RNG seed inside a compiled function",
@@ -106,7 +111,7 @@ def _refusal(fn: object) -> str | None:
 
 
 def _to_fx(value: Value) -> Any:
-    if isinstance(value, TensorValue):
+    if isinstance(value, (TensorValue, SymNodeValue)):
         return value.node
     if isinstance(value, ConstantValue):
         obj = value.value
@@ -130,7 +135,7 @@ def _to_fx(value: Value) -> Any:
 
 
 def _to_fake(value: Value) -> Any:
-    if isinstance(value, TensorValue):
+    if isinstance(value, (TensorValue, SymNodeValue)):
         return value.fake
     if isinstance(value, ConstantValue):
         return value.value
@@ -147,7 +152,7 @@ def _to_fake(value: Value) -> Any:
 
 
 def _contains_tensor(value: Value) -> bool:
-    if isinstance(value, TensorValue):
+    if isinstance(value, (TensorValue, SymNodeValue)):
         return True
     if isinstance(value, (TupleValue, ListValue)):
         return any(_contains_tensor(v) for v in value.items)
@@ -174,13 +179,15 @@ def call_torch(
     fake_args = [_to_fake(a) for a in args]
     fake_kwargs = {k: _to_fake(v) for k, v in kwargs.items()}
     name = method or getattr(fn, "__name__", repr(fn))
+    if method == "tolist" and isinstance(args[0], TensorValue) and len(args) == 1:
+        return _tolist(tx, args[0])
     try:
-        with output.fake_mode:
-            if method is not None:
-                result = getattr(fake_args[0], method)(*fake_args[1:], **fake_kwargs)
-            else:
-                result = fn(*fake_args, **fake_kwargs)
-    except (DataDependentOutputException, DynamicOutputShapeException) as e:
+        result = _run_fake(output.fake_mode, fn, method, fake_args, fake_kwargs)
+    except (
+        DataDependentOutputException,
+        DynamicOutputShapeException,
+        GuardOnDataDependentSymNode,
+    ) as e:
         raise unsupported(
             GraphBreakKind.DATA_DEPENDENT,
             f"{name} depends on tensor values ({type(e).__name__})",
@@ -204,9 +211,64 @@ def call_torch(
             return ConstantValue(None)
         if isinstance(result, torch.Tensor):
             raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, f"{name} returned a real tensor")
+        if isinstance(result, SYMBOLIC_TYPES):
+            return ConstantValue(static_value(result)[1])
         return ConstantValue(result)
     node = _make_node(tx, fn, args, kwargs, method, result)
     return wrap_result(tx, node, result)
+
+
+def _run_fake(
+    mode: Any, fn: Callable[..., Any], method: str | None, args: list[Any], kwargs: dict[str, Any]
+) -> Any:
+    """Run the call on fake values. An op whose C++ composite reads tensor data (e.g.
+    `tensor_split` with tensor indices) is retried with the Python dispatcher, which runs
+    torch's Python implementations that read the data with `.item()` (unbacked symbols)."""
+
+    def call() -> Any:
+        with mode:
+            if method is not None:
+                return getattr(args[0], method)(*args[1:], **kwargs)
+            return fn(*args, **kwargs)
+
+    try:
+        return call()
+    except RuntimeError as e:
+        if "data is not allocated yet" not in str(e):
+            raise
+    from torch._dispatch.python import enable_python_dispatcher
+
+    with enable_python_dispatcher():
+        return call()
+
+
+def _has_symbolic(result: Any) -> bool:
+    """Whether `result` holds a data-dependent number that is not a known constant."""
+    if isinstance(result, SYMBOLIC_TYPES):
+        return not static_value(result)[0]
+    if isinstance(result, (tuple, list)):
+        return any(_has_symbolic(r) for r in result)
+    return False
+
+
+def _tolist(tx: Translator, value: TensorValue) -> Value:
+    """`t.tolist()`: one `.item()` node per element (nested lists for each dimension)."""
+    if value.fake.dim() == 0:
+        return call_torch(tx, torch.Tensor.item, [value], {}, method="item")
+    size = value.fake.shape[0]
+    ok, length = static_value(size)
+    if not ok:
+        raise unsupported(
+            GraphBreakKind.DATA_DEPENDENT,
+            f".tolist() of {value.describe()}, whose length depends on tensor values",
+            HINT_DATA_DEPENDENT,
+        )
+    items: list[Value] = []
+    for index in range(int(length)):  # type: ignore[call-overload]  # a Python int
+        row = call_torch(tx, operator.getitem, [value, ConstantValue(index)], {})
+        assert isinstance(row, TensorValue)
+        items.append(_tolist(tx, row))
+    return ListValue(items)
 
 
 def _make_node(
@@ -227,6 +289,8 @@ def _make_node(
 def _has_fake(result: Any) -> bool:
     if isinstance(result, torch.Tensor):
         return True
+    if isinstance(result, SYMBOLIC_TYPES):
+        return _has_symbolic(result)
     if isinstance(result, (tuple, list)):
         return any(_has_fake(r) for r in result)
     return False
@@ -236,18 +300,25 @@ def wrap_result(tx: Translator, node: torch.fx.Node, result: Any) -> Value:
     """Values for the (fake) result of `node`: tensors, or tuples/lists of them."""
     if isinstance(result, torch.Tensor):
         return TensorValue(node, result)
+    if isinstance(result, SYMBOLIC_TYPES):
+        ok, number = static_value(result)
+        if ok:
+            return ConstantValue(number)
+        return SymNodeValue(node, result)
     if isinstance(result, (tuple, list)):
         items: list[Value] = []
         for i, item in enumerate(result):
-            if isinstance(item, torch.Tensor) or isinstance(item, (tuple, list)):
+            if isinstance(item, (torch.Tensor, tuple, list)) or _has_symbolic(item):
                 sub = tx.output.create_node(
                     "call_function", operator.getitem, (node, i), {}, item
                 )
                 items.append(wrap_result(tx, sub, item))
             else:
-                items.append(ConstantValue(item))
+                items.append(ConstantValue(static_value(item)[1]))
         if isinstance(result, list):
             return ListValue(items)
+        if isinstance(result, torch.Size):
+            return TupleValue(items, None, tuple)
         return TupleValue(items, None, type(result))
     return ConstantValue(result)
 
@@ -255,7 +326,11 @@ def wrap_result(tx: Translator, node: torch.fx.Node, result: Any) -> Value:
 def tensor_attribute(tx: Translator, value: TensorValue, name: str) -> Value | None:
     """`tensor.name` for metadata and view attributes (None if not one of those)."""
     if name in TENSOR_META_ATTRS:
-        return ConstantValue(getattr(value.fake, name))
+        meta = getattr(value.fake, name)
+        if _has_symbolic(meta):
+            # A size that depends on tensor values (`nonzero(x).shape`): computed in the graph.
+            return call_torch(tx, getattr, [value, ConstantValue(name)], {})
+        return ConstantValue(meta)
     if name in TENSOR_VIEW_ATTRS:
         return call_torch(tx, getattr, [value, ConstantValue(name)], {})
     if name == "grad":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
+import torch
 from torch import fx
 
 from aotgrad.partition.analysis import JointInfo, is_saveable, nodes_in, value_bytes
@@ -31,6 +32,9 @@ class Partition:
 
 class PartitionError(RuntimeError):
     """The chosen saved values do not let the backward compute the gradients."""
+
+
+_RUNTIME_CHECKS = (torch.ops.aten._assert_async.msg, torch.ops.aten._assert_scalar.default)
 
 
 def _copy_meta(src: fx.Node, dst: fx.Node) -> None:
@@ -57,7 +61,11 @@ def _forward_graph(info: JointInfo, saved: list[fx.Node]) -> tuple[fx.Graph, set
     for primal in info.primals:
         env[primal] = graph.placeholder(primal.name)
         _copy_meta(primal, env[primal])
-    roots = nodes_in(info.fwd_outputs) + saved
+    # NOTE: runtime checks (`aten._assert_async` on data-dependent values) have no users;
+    # the forward keeps them.
+    checks = [n for n in info.gm.graph.nodes if n.target in _RUNTIME_CHECKS
+              and info.is_forward_computable(n)]
+    roots = nodes_in(info.fwd_outputs) + saved + checks
     needed = _needed_from(roots, stop=set(info.primals))
     computed: set[fx.Node] = set()
     for node in info.gm.graph.nodes:

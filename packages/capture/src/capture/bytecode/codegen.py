@@ -31,7 +31,7 @@ from capture.bytecode import versions
 from capture.graph_break import GraphBreakKind, unsupported
 
 if TYPE_CHECKING:
-    from capture.values import ObjectValue, TensorValue, Value
+    from capture.values import ObjectValue, SymNodeValue, TensorValue, Value
 
 __all__ = ["CodeBuilder", "FreeVar", "Instr", "assemble"]
 
@@ -73,7 +73,7 @@ class CodeBuilder:
         self.code = code
         self.freevars = set(code.co_freevars)
         self.instrs: list[Instr] = []
-        self.graph_outputs: list[TensorValue] = []
+        self.graph_outputs: list[TensorValue | SymNodeValue] = []
         self._output_index: dict[int, int] = {}
 
     # -- primitives ----------------------------------------------------------------------
@@ -177,8 +177,9 @@ class CodeBuilder:
     def reconstruct(self, value: Value) -> None:
         value.reconstruct(self)
 
-    def load_graph_output(self, value: TensorValue) -> None:
-        """Push graph output for `value` (allocating an output slot on first use)."""
+    def load_graph_output(self, value: TensorValue | SymNodeValue) -> None:
+        """Push graph output for `value` (a tensor or a data-dependent number computed by
+        the graph), allocating an output slot on first use."""
         key = id(value.node)
         index = self._output_index.get(key)
         if index is None:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from capture.graph_break import HINT_DATA_DEPENDENT, GraphBreakKind, unsupported
+from capture import torch_ops
 from capture.interp import operators
 from capture.values import (
     ConstantValue,
@@ -34,6 +35,7 @@ from capture.values import (
     PartialValue,
     SetValue,
     SuperValue,
+    SymNodeValue,
     TensorValue,
     TupleValue,
     Value,
@@ -142,6 +144,10 @@ def _len(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if isinstance(value, TensorValue):
         if value.fake.dim() == 0:
             raise unsupported(GraphBreakKind.EXCEPTION, "len() of a 0-d tensor")
+        first: object = value.fake.shape[0]
+        if isinstance(first, torch.SymInt):  # nonzero(x): a size read at run time
+            return torch_ops.call_torch(
+                tx, torch.Tensor.size, [value, ConstantValue(0)], {}, method="size")
         return ConstantValue(value.fake.shape[0])
     if isinstance(value, (ListValue, TupleValue, DictValue, SetValue)):
         return ConstantValue(len(value.items))
@@ -524,10 +530,29 @@ def _scalar(kind: type) -> SpecialHandler:
                 f"{kind.__name__}() of a tensor reads its value",
                 HINT_DATA_DEPENDENT,
             )
+        if len(args) == 1 and isinstance(args[0], SymNodeValue):
+            return _symbolic_scalar(tx, kind, args[0])
         values = [_const(a, f"{kind.__name__}()") for a in args]
         return ConstantValue(kind(*values))
 
     return handle
+
+
+def _symbolic_scalar(tx: Translator, kind: type, value: SymNodeValue) -> Value:
+    """int()/float()/bool() of a number read from a tensor: computed in the graph."""
+    if value.python_type() is kind:
+        return value
+    if kind is int:
+        return torch_ops.call_torch(tx, torch.sym_int, [value], {})
+    if kind is float:
+        return torch_ops.call_torch(tx, torch.sym_float, [value], {})
+    if kind is bool:
+        return ConstantValue(operators.truth(tx, value))
+    raise unsupported(
+        GraphBreakKind.DATA_DEPENDENT,
+        f"{kind.__name__}() of {value.describe()} needs its value at trace time",
+        HINT_DATA_DEPENDENT,
+    )
 
 
 for _kind in (int, float, bool, str, complex):

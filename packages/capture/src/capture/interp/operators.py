@@ -24,6 +24,7 @@ from capture.values import (
     ModuleValue,
     ObjectValue,
     SetValue,
+    SymNodeValue,
     TensorValue,
     TupleValue,
     Value,
@@ -112,6 +113,11 @@ def apply_operator(tx: Translator, op: Callable[..., Any], args: list[Value]) ->
         if op in INPLACE_TO_BINARY and not isinstance(args[0], TensorValue):
             op = INPLACE_TO_BINARY[op]
         return torch_ops.call_torch(tx, op, args, {})
+    if any(isinstance(a, SymNodeValue) for a in args) and all(
+        isinstance(a, (SymNodeValue, ConstantValue)) for a in args
+    ):
+        # Arithmetic and comparisons on data-dependent numbers: computed in the graph.
+        return torch_ops.call_torch(tx, INPLACE_TO_BINARY.get(op, op), args, {})
     consts = [python_constant(a) for a in args]
     if all(ok for ok, _ in consts) and any(isinstance(a, SetValue) for a in args) and (
         op not in INPLACE_TO_BINARY
@@ -258,6 +264,8 @@ def truth(tx: Translator, value: Value) -> bool:
             f"branching on the value of {value.describe()}",
             HINT_DATA_DEPENDENT,
         )
+    if isinstance(value, SymNodeValue):
+        return _symbolic_truth(value)
     if isinstance(value, ModuleValue):
         if hasattr(value.module, "__len__"):
             guard_module_entries(tx, value)
@@ -279,6 +287,24 @@ def truth(tx: Translator, value: Value) -> bool:
     if isinstance(value, (FunctionValue, MethodValue)):
         return True
     raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"bool() of {value.describe()}")
+
+
+def _symbolic_truth(value: SymNodeValue) -> bool:
+    """bool() of a data-dependent number: only when the ShapeEnv proves it for every value
+    the symbols can take (no guard, no assumption); otherwise unsupported."""
+    from torch.fx.experimental.symbolic_shapes import statically_known_false, statically_known_true
+
+    fake = value.fake
+    cond = fake if isinstance(fake, torch.SymBool) else fake != 0
+    if statically_known_true(cond):
+        return True
+    if statically_known_false(cond):
+        return False
+    raise unsupported(
+        GraphBreakKind.DATA_DEPENDENT,
+        f"branching on a value read from a tensor ({value.describe()})",
+        HINT_DATA_DEPENDENT,
+    )
 
 
 def contains(tx: Translator, item: Value, container: Value) -> bool:

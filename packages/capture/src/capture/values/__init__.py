@@ -9,6 +9,7 @@ from capture.values.constant import ConstantValue
 from capture.values.containers import DictValue, IteratorValue, ListValue, SetValue, TupleValue
 from capture.values.functions import CellValue, FunctionValue, MethodValue, PartialValue
 from capture.values.objects import ContextValue, ModuleValue, ObjectValue, SuperValue
+from capture.values.symbolic import SymNodeValue
 from capture.values.tensor import TensorValue
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "PartialValue",
     "SetValue",
     "SuperValue",
+    "SymNodeValue",
     "TensorValue",
     "TupleValue",
     "Value",
