@@ -23,6 +23,7 @@ from inductor.ir.nodes import BufferView, ComputedBuffer, ExternKernel
 from inductor.ir.verify import verify
 from inductor.lowering import load_rules
 from inductor.lowering.context import LoweringContext
+from inductor.lowering.extern import aten_only_reason, aten_op_counts
 from inductor.runtime.cpp_build import load_kernels
 from inductor.scheduler.fusion import FusedGroup, Step, assign_locals, fuse, remove_dead
 
@@ -131,6 +132,9 @@ def _meta_text(v: object) -> str:
 
 def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> CompiledGraph:
     """Compile an ATen FX graph (the ATen-graph compiler contract in INTERFACES.md)."""
+    reason = aten_only_reason(gm, example_inputs)
+    if reason is not None:
+        return _aten_only(gm, reason)
     t0 = time.perf_counter()
     key = graph_key(gm, example_inputs)
     cached = _plans.get(key) if key is not None else None
@@ -155,6 +159,17 @@ def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> 
         output_code_log.log(logging.DEBUG if not config.options.debug else logging.WARNING,
                             "%s", compiled.output_code())
     return compiled
+
+
+def _aten_only(gm: torch.fx.GraphModule, reason: str) -> CompiledGraph:
+    """A graph that cannot be lowered (`aten_only_reason`) runs op by op in ATen."""
+    calls = aten_op_counts(gm)
+    log.info("graph runs in ATen (%s); extern calls: %s", reason, calls)
+
+    def call(*args: Any) -> Any:
+        return gm(*args)
+
+    return CompiledGraph(call, f"# runs op by op in ATen: {reason}\n{gm.code}", [], [], calls)
 
 
 def _count(kernels: list[ComputedBuffer | ExternKernel]) -> int:
