@@ -40,10 +40,19 @@ _KEEP = {aten.gelu.default, aten.addmm.default, aten.clamp.default,
          aten._scaled_dot_product_flash_attention_for_cpu.default}
 
 
+def _take(self: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    # NOTE: torch's decomposition indexes with Python `[]`, which reads a 0-dim index
+    # tensor's value (a data-dependent guard while tracing); aten.index does not.
+    out: torch.Tensor = aten.index.Tensor(aten.reshape.default(self, [-1]), [index])
+    return out
+
+
 @functools.cache
 def decomposition_table() -> dict[Any, Callable[..., Any]]:
+    """The decompositions inductor wants applied while tracing (op overload -> function)."""
     table: dict[Any, Callable[..., Any]] = dict(core_aten_decompositions())
     table.update(get_decompositions(_EXTRA))
     for op in _KEEP:
         table.pop(op, None)
+    table[aten.take.default] = _take
     return table

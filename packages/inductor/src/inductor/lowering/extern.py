@@ -5,9 +5,15 @@ from the wrapper, on realized inputs. Calls are counted (and logged) per op.
 from __future__ import annotations
 
 import logging
+import operator
+from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 import torch
+import torch.fx
+import torch.utils._pytree as pytree
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from inductor.ir.layout import Layout
 from inductor.ir.nodes import BufferView, ExternKernel, ExternOutput, Pointwise
@@ -78,3 +84,34 @@ def fallback(ctx: LoweringContext, op: object, args: Any, kwargs: Any) -> Any:
 def _extern_always(ctx: LoweringContext, *args: Any, **kwargs: Any) -> Any:
     assert ctx.node is not None
     return fallback(ctx, ctx.node.target, args, kwargs)
+
+
+_SYMBOLIC = (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def aten_only_reason(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> str | None:
+    """Why a whole graph runs op by op in ATen instead of being lowered, or None.
+
+    Values with data-dependent sizes or contents (unbacked symbols: `nonzero`, `unique`,
+    `item`, `masked_select`) have no static layout for buffers and loops, and sparse
+    tensors have no strides; such graphs are run by their ATen ops (each one an extern
+    call), never refused.
+    """
+    values: list[object] = list(example_inputs)
+    values += [node.meta.get("example_value", node.meta.get("val")) for node in gm.graph.nodes]
+    for v in values:
+        for leaf in pytree.tree_leaves(v):
+            if isinstance(leaf, torch.Tensor) and leaf.layout != torch.strided:
+                return f"a {leaf.layout} tensor"
+            if isinstance(leaf, _SYMBOLIC) and free_unbacked_symbols(leaf):
+                return "data-dependent sizes or values (unbacked symbols)"
+    return None
+
+
+def aten_op_counts(gm: torch.fx.GraphModule) -> dict[str, int]:
+    """The ATen calls a graph run op by op makes (what `extern_calls` reports)."""
+    counts: Counter[str] = Counter()
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is not operator.getitem:
+            counts[str(node.target)] += 1
+    return dict(counts)
