@@ -170,7 +170,22 @@ def int_of_item(x):
     return x * n
 
 
-I64 = torch.int64
+def index_with_item(x, t):
+    return x[t.item()] * 2
+
+
+def slice_with_item(x, t):
+    n = t.item()
+    return x[: n // 2 + 1], x[1:n]
+
+
+def reshape_with_item(x, t):
+    return x.reshape(t.item(), -1)
+
+
+def arange_of_item(x, t):
+    return torch.arange(t.item()) * x.sum()
+
 
 CASES = [
     (item_returned, [(t(4),), (t(4, seed=1),)]),
@@ -197,6 +212,14 @@ CASES = [
     (zeros_of_item, [(t(2), torch.tensor(3)), (t(2), torch.tensor(0)),
                      (t(2), torch.tensor(-1))]),
     (checked_item, [(t(3), torch.tensor(2)), (t(3), torch.tensor(-2))]),
+    (index_with_item, [(t(5, 3), torch.tensor(1)), (t(5, 3), torch.tensor(-2)),
+                       (t(5, 3), torch.tensor(7))]),
+    (slice_with_item, [(t(6, 2), torch.tensor(3)), (t(6, 2), torch.tensor(-4)),
+                       (t(6, 2), torch.tensor(20))]),
+    (reshape_with_item, [(t(4, 3), torch.tensor(6)), (t(4, 3), torch.tensor(4)),
+                         (t(4, 3), torch.tensor(5))]),
+    (arange_of_item, [(t(2), torch.tensor(4)), (t(2), torch.tensor(0)),
+                      (t(2), torch.tensor(-3))]),
 ]
 
 
@@ -216,6 +239,8 @@ GRAD_CASES = [
     (repeat_interleave_op, [(t(4, 2, requires_grad=True), torch.tensor([1, 0, 3, 2]))]),
     (tensor_split_op, [(t(7, requires_grad=True), torch.tensor([2, 5]))]),
     (item_arithmetic, [(t(3, requires_grad=True), torch.tensor(2))]),
+    (index_with_item, [(t(5, 3, requires_grad=True), torch.tensor(-2))]),
+    (slice_with_item, [(t(6, 2, requires_grad=True), torch.tensor(3))]),
 ]
 
 

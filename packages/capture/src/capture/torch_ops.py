@@ -33,7 +33,7 @@ from capture.values import (
     TupleValue,
     Value,
 )
-from capture.values.symbolic import SYMBOLIC_TYPES, static_value
+from capture.values.symbolic import SYMBOLIC_TYPES, SymSliceValue, static_value
 
 if TYPE_CHECKING:
     from capture.interp.translator import Translator
@@ -123,6 +123,8 @@ def _to_fx(value: Value) -> Any:
             GraphBreakKind.UNSUPPORTED_OBJECT,
             f"passing {value.describe()} to a torch operation",
         )
+    if isinstance(value, SymSliceValue):
+        return slice(*[_to_fx(p) for p in value.parts])
     if isinstance(value, TupleValue):
         return tuple(_to_fx(v) for v in value.items)
     if isinstance(value, ListValue):
@@ -139,6 +141,8 @@ def _to_fake(value: Value) -> Any:
         return value.fake
     if isinstance(value, ConstantValue):
         return value.value
+    if isinstance(value, SymSliceValue):
+        return slice(*[_to_fake(p) for p in value.parts])
     if isinstance(value, TupleValue):
         items = tuple(_to_fake(v) for v in value.items)
         return items if value.cls is tuple else value.cls(items)

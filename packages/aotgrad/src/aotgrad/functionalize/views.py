@@ -165,9 +165,10 @@ class ViewStep:
 
 def _step(node: fx.Node, targets: dict[fx.Node, Any] | None = None) -> ViewStep | None:
     rest = node.args[1:]
-    if any(isinstance(a, fx.Node) for a in rest) or any(
-        isinstance(v, fx.Node) for v in node.kwargs.values()
-    ):
+    found: list[fx.Node] = []
+    # NOTE: nested too: `view(x, [u0, -1])` with a size read from a tensor in the graph.
+    fx.node.map_arg((rest, node.kwargs), found.append)
+    if found:
         return None
     target = (targets or {}).get(node, node.target)
     return ViewStep(target, tuple(rest), dict(node.kwargs))

@@ -14,7 +14,8 @@ from capture.graph_break import GraphBreakKind, unsupported
 from capture.interp import operators
 from capture.interp.registry import handler
 from capture.interp.translator import Translator
-from capture.values import ConstantValue, TensorValue, Value
+from capture.values import ConstantValue, SymNodeValue, TensorValue, Value
+from capture.values.symbolic import SymSliceValue
 
 _NB_NAMES = {
     "+": operator.add,
@@ -142,6 +143,8 @@ def _slice(tx: Translator, values: list[Value]) -> Value:
     for v in values:
         ok, obj = operators.python_constant(v)
         if not ok:
+            if all(isinstance(p, (SymNodeValue, ConstantValue)) for p in values):
+                return SymSliceValue(list(values))  # a bound read from a tensor
             raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, "slice with non-constant bounds")
         parts.append(obj)
     return ConstantValue(slice(*parts))

@@ -374,6 +374,9 @@ def get_item(tx: Translator, container: Value, key: Value) -> Value:
     from capture.interp.calls import call_value
 
     if isinstance(container, TensorValue):
+        if isinstance(key, SymNodeValue) and key.python_type() is int:
+            # `x[t.item()]`: fake tensors refuse a symbolic index; select is the same op.
+            return torch_ops.call_torch(tx, torch.select, [container, ConstantValue(0), key], {})
         return torch_ops.call_torch(tx, operator.getitem, [container, key], {})
     if isinstance(container, (ListValue, TupleValue)):
         ok, index = python_constant(key)

@@ -56,3 +56,20 @@ def static_value(fake: object) -> tuple[bool, object]:
     if value is None:
         return False, None
     return True, value
+
+
+class SymSliceValue(Value):
+    """A slice with a data-dependent bound (`x[:t.item()]`): `parts` are start, stop and step
+    (constants or `SymNodeValue`s); only tensor indexing accepts it."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: list[Value]) -> None:
+        super().__init__(None)
+        self.parts = parts
+
+    def python_type(self) -> type:
+        return slice
+
+    def describe(self) -> str:
+        return f"slice({', '.join(p.describe() for p in self.parts)})"
