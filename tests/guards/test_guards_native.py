@@ -9,6 +9,7 @@ cannot be built; the fallback tests run everywhere.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import pathlib
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
@@ -215,6 +217,22 @@ class _Inherits(_OwnShape):
     (_OwnShape, False), (_OwnTorchFunction, False), (_Inherits, False), (int, False)])
 def test_native_classes(cls: type, native: bool) -> None:
     assert native_class(cls) is native
+
+
+def test_checker_cycles_are_collected() -> None:
+    module = _module()
+
+    class Holder(torch.Tensor):
+        pass
+
+    spec = tensor_spec(TensorMatch.from_tensor(torch.randn(2).as_subclass(Holder)))
+    assert spec is not None
+    # NOTE: a cycle: the class holds the checker, which holds the class.
+    Holder.checker = module.Checker([spec])  # type: ignore[attr-defined]
+    ref = weakref.ref(Holder)
+    del Holder, spec
+    gc.collect()
+    assert ref() is None
 
 
 # ---- the same meaning as the interpreter -----------------------------------------------

@@ -7,17 +7,20 @@ Each guard tree also holds the global-state and backend checks a real entry has.
 Timings: `time.perf_counter_ns` over many short batches of calls (about 50 us each), the
 fastest batch reported: on a loaded machine (other jobs on the same cores) a long batch is
 almost always preempted, a short one often is not, and preemption only ever adds time. The
-eager add is measured the same way in the same run, so the ratios are like for like; the
-load average is printed. Targets (PASS/FAIL printed, exit status 0 either way):
-(a) compiled <= 0.25x eager add, (b) <= 1.0x, (c) linear in the number of accessors,
-and the interpreted walk >= 5x slower than the compiled check in every case.
+eager add is measured the same way in the same run (at the start and between the cases,
+the best time kept), so the ratios are like for like; the load average is printed. Every
+case is timed in ROUNDS interleaved rounds, its best round kept. Targets (PASS/FAIL
+printed, exit status 0 either way): (a) compiled <= 0.25x eager add, (b) <= 1.0x,
+(c) linear in the number of accessors, and the interpreted walk >= 5x slower than the
+compiled check in every case.
 Each case is compiled twice: with the native checker (tensor, global-state and backend
 checks in one C++ call; see guards/native) and without it (the pure-Python fallback used
 where it cannot be built, or with GUARDS_NATIVE=0); the targets are judged for both, the
 native path being the default. Rows "positional" time `fn_args`
-(`compile_guard(tree, arg_names)`), which takes the locals as arguments instead of a dict. `--floor` also prints the cost of each Python-level
-primitive the generated check is made of, and the sum of the unavoidable ones per case
-(what a perfect generated function would still cost in pure Python).
+(`compile_guard(tree, arg_names)`), which takes the locals as arguments instead of a
+dict. `--floor` also prints the cost of each Python-level primitive the pure-Python check
+is made of, and the sum of the unavoidable ones per case (what a perfect generated
+function would still cost in pure Python).
 """
 
 from __future__ import annotations

@@ -352,7 +352,7 @@ bool parse_state(PyObject* item, StateSpec& state) {
     AutocastSpec spec{c10::DeviceType::CPU, false, c10::ScalarType::Undefined};
     try {
       spec.device_type = c10::Device(std::string(device)).type();
-    } catch (const std::exception& e) {
+    } catch (const std::exception&) {
       PyErr_Format(PyExc_ValueError, "autocast spec: bad device type '%s'", device);
       Py_DECREF(fast);
       return false;
@@ -447,7 +447,36 @@ PyObject* checker_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   return reinterpret_cast<PyObject*>(self);
 }
 
+// The checker holds classes and a ContextVar: it takes part in garbage collection, so that
+// a cycle through it (a class whose attributes reach a guard using it) can be collected.
+int checker_traverse(PyObject* obj, visitproc visit, void* arg) {
+  auto* self = reinterpret_cast<CheckerObject*>(obj);
+  if (self->tensors != nullptr) {
+    for (const TensorSpec& spec : *self->tensors) {
+      Py_VISIT(spec.cls);
+    }
+  }
+  if (self->state != nullptr) {
+    Py_VISIT(self->state->backend_var);
+  }
+  return 0;
+}
+
+int checker_clear(PyObject* obj) {
+  auto* self = reinterpret_cast<CheckerObject*>(obj);
+  if (self->tensors != nullptr) {
+    for (TensorSpec& spec : *self->tensors) {
+      Py_CLEAR(spec.cls);
+    }
+  }
+  if (self->state != nullptr) {
+    Py_CLEAR(self->state->backend_var);
+  }
+  return 0;
+}
+
 void checker_dealloc(PyObject* obj) {
+  PyObject_GC_UnTrack(obj);
   release_specs(reinterpret_cast<CheckerObject*>(obj));
   Py_TYPE(obj)->tp_free(obj);
 }
@@ -542,7 +571,9 @@ PyModuleDef module_def = {
 PyMODINIT_FUNC PyInit__guards_native() {
   CheckerType.tp_name = "_guards_native.Checker";
   CheckerType.tp_basicsize = sizeof(CheckerObject);
-  CheckerType.tp_flags = Py_TPFLAGS_DEFAULT;
+  CheckerType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
+  CheckerType.tp_traverse = checker_traverse;
+  CheckerType.tp_clear = checker_clear;
   CheckerType.tp_doc =
       "Checker(tensors, state=None, backend=None): expected tensor properties and state.";
   CheckerType.tp_new = checker_new;
