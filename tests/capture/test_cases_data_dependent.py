@@ -321,3 +321,31 @@ def test_python_conversions_of_read_values(fn, backend):
         calls = [(t(4),), (t(4, seed=1),)]
     recording = compare(fn, calls, backend)
     assert len(recording.graphs) == 1
+
+
+def test_runtime_checks_are_in_the_captured_graph():
+    recording = compare(narrow_item_start, [(t(5), torch.tensor(1))], "eager")
+    (gm,) = recording.graphs
+    checks = [n for n in gm.graph.nodes if n.target is torch.ops.aten._assert_scalar.default]
+    assert checks, gm.code
+    plain = compare(lambda x: x.sin() + 1, [(t(3),)], "eager")
+    assert not any(n.target is torch.ops.aten._assert_scalar.default
+                   for n in plain.graphs[0].graph.nodes)
+
+
+def two_data_dependent_sizes(x, y):
+    return torch.nonzero(x > 0) + torch.nonzero(y > 0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_assumed_equal_sizes_are_checked(backend):
+    # Tracing assumes two data-dependent sizes are equal (not broadcast from 1, as with
+    # torch.compile); data that breaks the assumption raises instead of using the trace.
+    capture.reset()
+    compiled = capture.optimize(two_data_dependent_sizes, backend=Recording(backend),
+                                fullgraph=True)
+    x, y = torch.tensor([1.0, -1.0, 2.0]), torch.tensor([3.0, 4.0, -1.0])
+    assert_same(compiled(x, y), two_data_dependent_sizes(x, y))
+    y = torch.tensor([3.0, -4.0, -1.0])  # one row: eager broadcasts
+    with pytest.raises(RuntimeError, match="check failed"):
+        compiled(x, y)

@@ -24,7 +24,7 @@ import guards
 import torch
 from guards.sources import LocalSource
 
-from capture import backends, logs
+from capture import backends, logs, runtime_checks
 from capture.bytecode import codegen, versions
 from capture.bytecode.instructions import format_code
 from capture.config import config
@@ -280,6 +280,7 @@ def _trace_and_codegen(
     gm: torch.fx.GraphModule | None = None
     has_calls = any(n.op != "placeholder" for n in output.graph.nodes)
     if has_calls or cg.graph_outputs:
+        runtime_checks.add_runtime_checks(output.graph, output.fake_mode.shape_env)
         output.graph.output(tuple(v.node for v in cg.graph_outputs))
         gm = torch.fx.GraphModule(torch.nn.Module(), output.graph, "CapturedGraph")
         if config.verbose or logs.graph_log.isEnabledFor(logging.DEBUG):
