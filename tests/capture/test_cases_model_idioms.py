@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import math
+from collections.abc import MutableMapping
 
 import pytest
 import torch
@@ -287,3 +288,62 @@ def test_kwargs_plumbing_through_module():
     x = t(2, 4)
     assert_same(compiled(x, scale=2.0, shift=1.0), m(x, scale=2.0, shift=1.0))
     assert backend.frame_count == 1
+
+
+# A registry like transformers' AttentionInterface (a MutableMapping over a class-wide and a
+# local dict): `get_interface` calls `super().get(name, default)`, whose KeyError is caught.
+class _Registry(MutableMapping):
+    _global_mapping = {"double": lambda x: x * 2}  # noqa: RUF012  # as in transformers
+
+    def __init__(self):
+        self._local_mapping = {}
+
+    def __getitem__(self, key):
+        if key in self._local_mapping:
+            return self._local_mapping[key]
+        return self._global_mapping[key]
+
+    def __setitem__(self, key, value):
+        self._local_mapping.update({key: value})
+
+    def __delitem__(self, key):
+        del self._local_mapping[key]
+
+    def __iter__(self):
+        return iter({**self._global_mapping, **self._local_mapping})
+
+    def __len__(self):
+        return len(self._global_mapping.keys() | self._local_mapping.keys())
+
+    def get_interface(self, name, default):
+        if name != "eager" and name not in self:
+            raise KeyError(name)
+        return super().get(name, default)
+
+
+REGISTRY = _Registry()
+
+
+def registry_lookup(x):
+    eager = REGISTRY.get_interface("eager", torch.tanh)  # missing: the default
+    double = REGISTRY.get_interface("double", torch.tanh)
+    return eager(x) + double(x), "double" in REGISTRY, REGISTRY.get("other")
+
+
+def test_mapping_get_with_missing_key():
+    check(registry_lookup, t(3))
+
+
+def test_mapping_get_sees_a_new_registration():
+    import capture
+
+    capture.reset()
+    compiled = capture.optimize(registry_lookup, backend="eager", fullgraph=True)
+    x = t(3)
+    assert torch.equal(compiled(x)[0], registry_lookup(x)[0])
+    REGISTRY["eager"] = lambda v: v * 10  # a local override: the guarded keys change
+    try:
+        assert torch.equal(compiled(x)[0], registry_lookup(x)[0])
+        assert torch.equal(compiled(x)[0], x * 10 + x * 2)
+    finally:
+        del REGISTRY["eager"]

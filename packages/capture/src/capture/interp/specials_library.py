@@ -3,6 +3,7 @@ functools, itertools, tuple.__new__)."""
 
 from __future__ import annotations
 
+import collections.abc
 import functools
 import inspect
 import itertools
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from capture.graph_break import GraphBreakKind, unsupported
+from capture.graph_break import GraphBreakKind, Unsupported, unsupported
 from capture.interp import operators
 from capture.interp.builtins_table import (
     SpecialHandler,
@@ -186,3 +187,39 @@ def _islice(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Valu
     items = _items(tx, args[0])
     bounds = [_const(a, "islice bound") for a in args[1:]]
     return IteratorValue(list(itertools.islice(items, *bounds)))
+
+
+# -- collections.abc.Mapping's mixin methods ----------------------------------------------
+# NOTE: `Mapping.get` and `Mapping.__contains__` catch the KeyError of `self[key]`
+# (transformers' AttentionInterface.get_interface calls `super().get(name, default)`); the
+# interpreter has no try/except, so the lookup runs here and a missing key is caught.
+
+
+def _is_missing_key(error: Unsupported) -> bool:
+    return error.kind is GraphBreakKind.EXCEPTION and (
+        error.explanation.startswith("KeyError")
+        or error.explanation == "creating the exception KeyError"
+    )
+
+
+def _mapping_lookup(tx: Translator, mapping: Value, key: Value) -> Value | None:
+    """`mapping[key]`, or None when it raises KeyError before recording anything."""
+    nodes_before = len(tx.output.graph.nodes)
+    try:
+        return operators.get_item(tx, mapping, key)
+    except Unsupported as error:
+        if _is_missing_key(error) and len(tx.output.graph.nodes) == nodes_before:
+            return None
+        raise
+
+
+@special(collections.abc.Mapping.get)
+def _mapping_get(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    default = args[2] if len(args) > 2 else kwargs.get("default", ConstantValue(None))
+    found = _mapping_lookup(tx, args[0], args[1])
+    return default if found is None else found
+
+
+@special(collections.abc.Mapping.__contains__)
+def _mapping_contains(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return ConstantValue(_mapping_lookup(tx, args[0], args[1]) is not None)
