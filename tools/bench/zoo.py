@@ -5,10 +5,11 @@
 For each model and mode (inference, training = forward + backward): accuracy against eager,
 speedup over eager for ours and for torch.compile, and cold / warm compile times (cold:
 first call with empty on-disk caches; warm: a fresh compile of the same model with the
-on-disk caches filled, capture's / dynamo's caches reset; `disk s`: ours with inductor's
-in-process plan and library caches cleared too). Ours runs through `capture.optimize`
-when capture handles the model (and compiles something), else through `aotgrad.aot_module`
-(column `path`). Speedups are timed in alternating rounds with eager (best round's median).
+in-memory and on-disk caches filled, capture's / dynamo's caches reset; `disk s`: ours with
+aotgrad's compiled-graph cache and inductor's in-process plan and library caches cleared
+too). Ours runs through `capture.optimize` when capture handles the model (and compiles
+something), else through `aotgrad.aot_module` (column `path`). Speedups are timed in
+alternating rounds with eager (best round's median).
 """
 
 from __future__ import annotations
@@ -258,11 +259,14 @@ def _ours(model: nn.Module, inputs: tuple[Any, ...]) -> tuple[Callable[..., Any]
 
 
 def _clear_ours(memory: bool) -> None:
-    """Forget compiled wrappers (capture's cache); with `memory`, also inductor's in-process
-    plan and library caches, so only the on-disk cache is left."""
+    """Forget compiled wrappers (capture's cache); with `memory`, also aotgrad's compiled-graph
+    cache and inductor's in-process plan and library caches, so only the on-disk cache is
+    left."""
+    from aotgrad import cache as aotgrad_cache
     from inductor.runtime.cpp_build import clear_memory_cache
 
     if memory:
+        aotgrad_cache.clear()
         clear_memory_cache()
     try:
         import capture

@@ -191,6 +191,7 @@ class TrainingRunner:
         # bytes are known now (the graph's shapes are fixed for this compiled signature).
         fast = not mutated_inputs and not non_differentiable and saved_bytes is not None
         tangent_examples = bw_examples[num_saved:]
+        is_grad_enabled = torch.is_grad_enabled
 
         class CompiledFunction(torch.autograd.Function):
             @staticmethod
@@ -219,23 +220,33 @@ class TrainingRunner:
                 return tuple(fwd)
 
             @staticmethod
-            @torch.autograd.function.once_differentiable
             def backward(ctx: Any, *grads: Any) -> Any:
-                if ctx.saved_layout is None:
-                    saved = list(ctx.saved_tensors)
-                else:
-                    tensors = iter(ctx.saved_tensors)
-                    others = iter(ctx.saved_other)
-                    saved = [next(tensors) if is_tensor else next(others)
-                             for is_tensor in ctx.saved_layout]
-                tangents: list[torch.Tensor] = []
-                for example, i in zip(tangent_examples, tangent_list):
-                    grad = grads[i]
-                    if grad is None:
-                        grad = torch.zeros(example.shape, dtype=example.dtype,
-                                           device=example.device)
-                    tangents.append(grad.contiguous())
-                return tuple(compiled_bw()(*saved, *tangents))
+                if is_grad_enabled():
+                    # NOTE: create_graph=True: the compiled backward is not differentiable;
+                    # once_differentiable makes a double backward raise instead of
+                    # silently giving zeros.
+                    return run_backward_once_differentiable(ctx, *grads)
+                return run_backward(ctx, *grads)
+
+        def run_backward(ctx: Any, *grads: Any) -> Any:
+            if ctx.saved_layout is None:
+                saved = ctx.saved_tensors
+            else:
+                tensors = iter(ctx.saved_tensors)
+                others = iter(ctx.saved_other)
+                saved = [next(tensors) if is_tensor else next(others)
+                         for is_tensor in ctx.saved_layout]
+            tangents: list[torch.Tensor] = []
+            for example, i in zip(tangent_examples, tangent_list):
+                grad = grads[i]
+                if grad is None:
+                    grad = torch.zeros(example.shape, dtype=example.dtype,
+                                       device=example.device)
+                tangents.append(grad.contiguous())
+            return tuple(compiled_bw()(*saved, *tangents))
+
+        run_backward_once_differentiable = torch.autograd.function.once_differentiable(
+            run_backward)
 
         self.function = CompiledFunction
         # NOTE: the public `apply` (not its C base): it handles functorch transforms and

@@ -30,6 +30,37 @@ def _reinterpret(t: torch.Tensor, size: tuple[int, ...], stride: tuple[int, ...]
     return t.as_strided(size, stride, t.storage_offset() + offset)
 
 
+_VF = torch._C._VariableFunctions
+# NOTE: extern ops called through torch's own Python binding instead of the OpOverload: the
+# binding parses arguments in C++ (~3 us less per call than `OpOverload.__call__`). Only ops
+# whose binding cannot resolve to another overload for the arguments the graph passes.
+_DIRECT_EXTERNS: dict[Any, Any] = {
+    op: getattr(_VF, name) for op, name in (
+        (torch.ops.aten.mm.default, "mm"),
+        (torch.ops.aten.addmm.default, "addmm"),
+        (torch.ops.aten.bmm.default, "bmm"),
+        (torch.ops.aten.baddbmm.default, "baddbmm"),
+        (torch.ops.aten.convolution.default, "convolution"),
+    ) if hasattr(_VF, name)
+}
+
+
+def _permutation(view: Layout, base: Layout) -> list[int] | None:
+    """The dims order `p` with `base.permute(p) == view` (same offset), else None."""
+    if view.offset != base.offset or len(view.size) != len(base.size) or len(view.size) < 2:
+        return None
+    remaining = list(zip(base.size, base.stride))
+    order: list[int] = []
+    used: set[int] = set()
+    for dim in zip(view.size, view.stride):
+        match = next((i for i, d in enumerate(remaining) if d == dim and i not in used), None)
+        if match is None:
+            return None
+        used.add(match)
+        order.append(match)
+    return order
+
+
 @dataclass
 class WrapperCode:
     source: str
@@ -50,6 +81,7 @@ class WrapperGen:
         self.ns.update(constants)
         self.lines: list[str] = []
         self._const_count = 0
+        self.allocated: set[str] = set()  # buffers allocated by the wrapper (offset 0)
 
     # -- rendering values --------------------------------------------------------------
     def constant(self, value: object) -> str:
@@ -70,7 +102,16 @@ class WrapperGen:
         if v.is_whole_buffer():
             return v.buffer.name
         lay = v.layout
-        return f"reinterpret({v.buffer.name}, {lay.size!r}, {lay.stride!r}, {lay.offset})"
+        name = v.buffer.name
+        order = _permutation(lay, v.buffer.layout)
+        if order is not None:
+            # NOTE: the buffer's dims reordered (a transposed weight); a permutation keeps
+            # the tensor's storage offset, whatever it is.
+            return f"{name}.t()" if order == [1, 0] else f"{name}.permute({order!r})"
+        if name in self.allocated:
+            # NOTE: allocated here by empty_strided: storage offset 0.
+            return f"{name}.as_strided({lay.size!r}, {lay.stride!r}, {lay.offset})"
+        return f"reinterpret({name}, {lay.size!r}, {lay.stride!r}, {lay.offset})"
 
     def arg(self, value: object) -> str:
         if isinstance(value, BufferView):
@@ -116,7 +157,7 @@ class WrapperGen:
         params = ", ".join(self.input_names)
         emit(f"def call({params}):")
         pool: dict[tuple[Any, ...], list[str]] = {}
-        allocated_here: set[str] = set()
+        allocated_here = self.allocated
         for pos, step in enumerate(self.steps):
             if isinstance(step, FusedGroup):
                 kernel = self.kernels[pos]
@@ -159,7 +200,7 @@ class WrapperGen:
         allocated_here.add(n.name)
 
     def _extern(self, step: ExternKernel) -> None:
-        fn = self.constant(step.op)
+        fn = self.constant(_DIRECT_EXTERNS.get(step.op, step.op))
         args = [self.arg(a) for a in step.args]
         args += [f"{k}={self.arg(v)}" for k, v in step.kwargs.items()]
         call = f"{fn}({', '.join(args)})"
