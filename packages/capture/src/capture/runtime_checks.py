@@ -36,6 +36,15 @@ _COMPARISONS: dict[type, Callable[[Any, Any], Any]] = {
     sympy.StrictGreaterThan: operator.gt,
     sympy.GreaterThan: operator.ge,
 }
+# torch's sympy functions (torch.utils._sympy.functions) and sympy's, by class name
+_BINARY: dict[str, Callable[[Any, Any], Any]] = {
+    "FloorDiv": operator.floordiv,
+    "PythonMod": operator.mod,
+    "Mod": operator.mod,
+    "Max": torch.sym_max,
+    "Min": torch.sym_min,
+    "Pow": operator.pow,
+}
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
 
@@ -163,4 +172,8 @@ class _Builder:
         if type(expr) in _COMPARISONS:
             left, right = (self.build(a) for a in expr.args)
             return self._apply(_COMPARISONS[type(expr)], [left, right])
+        binary = _BINARY.get(type(expr).__name__)
+        if binary is not None and len(expr.args) == 2:
+            left, right = (self.build(a) for a in expr.args)
+            return self._apply(binary, [left, right])
         raise _Untranslatable(type(expr).__name__)
