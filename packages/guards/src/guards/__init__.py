@@ -12,7 +12,10 @@ explain failures in words, and keep compiled entries per code object in a bounde
     check({"x": x}, globals())            # True
     explain(tree, {"x": x.double()}, {})  # "tensor L['x'] dtype mismatch: ..."
 
-Torch is imported only when tensor or global-state checks are built or compiled.
+Torch is imported only when tensor or global-state checks are built or compiled. The
+generated function hands its tensor, global-state and backend checks to a native checker
+(C++, `guards.native`, built with g++ on first use and cached on disk); where it cannot be
+built, or with `GUARDS_NATIVE=0`, they stay generated Python.
 
 Public names:
 - sources: Source, LocalSource, GlobalSource, AttrSource, ItemSource, SizeSource,
