@@ -187,6 +187,15 @@ def arange_of_item(x, t):
     return torch.arange(t.item()) * x.sum()
 
 
+def min_max_of_items(x, t):
+    n = t.item()
+    return x[: max(n, 1)] * min(n, 2, t.sum().item()), max(x.sum().item(), 0.5)
+
+
+def tensor_of_item(x, t):
+    return torch.tensor(t.item()) + x.int(), torch.tensor(x.sum().item(), dtype=torch.float64)
+
+
 CASES = [
     (item_returned, [(t(4),), (t(4, seed=1),)]),
     (item_arithmetic, [(t(3), torch.tensor(2)), (t(3), torch.tensor(-5))]),
@@ -220,6 +229,8 @@ CASES = [
                          (t(4, 3), torch.tensor(5))]),
     (arange_of_item, [(t(2), torch.tensor(4)), (t(2), torch.tensor(0)),
                       (t(2), torch.tensor(-3))]),
+    (min_max_of_items, [(t(4), torch.tensor(3)), (t(4, seed=1), torch.tensor(-1))]),
+    (tensor_of_item, [(t(3), torch.tensor(5)), (t(3, seed=2), torch.tensor(-2))]),
 ]
 
 

@@ -105,8 +105,10 @@ class _Builder:
             return node
         if name in _BINARY:
             target, kwargs = _BINARY[name]
-            left, right = (self._as_node(a) for a in value.args)
-            return self.emit(target, (left, right), dict(kwargs))
+            result = self._as_node(value.args[0])
+            for arg in value.args[1:]:  # Max/Min take any number of arguments
+                result = self.emit(target, (result, self._as_node(arg)), dict(kwargs))
+            return result
         raise UnsupportedExpression(f"{type(value).__name__} in {value}")
 
     def _as_node(self, value: Any) -> fx.Node:

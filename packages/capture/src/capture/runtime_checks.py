@@ -173,7 +173,9 @@ class _Builder:
             left, right = (self.build(a) for a in expr.args)
             return self._apply(_COMPARISONS[type(expr)], [left, right])
         binary = _BINARY.get(type(expr).__name__)
-        if binary is not None and len(expr.args) == 2:
-            left, right = (self.build(a) for a in expr.args)
-            return self._apply(binary, [left, right])
+        if binary is not None:
+            result = self.build(expr.args[0])
+            for arg in expr.args[1:]:  # Max/Min take any number of arguments
+                result = self._apply(binary, [result, self.build(arg)])
+            return result
         raise _Untranslatable(type(expr).__name__)

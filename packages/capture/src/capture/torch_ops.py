@@ -185,6 +185,12 @@ def call_torch(
     name = method or getattr(fn, "__name__", repr(fn))
     if method == "tolist" and isinstance(args[0], TensorValue) and len(args) == 1:
         return _tolist(tx, args[0])
+    if fn is torch.tensor and len(args) == 1 and isinstance(args[0], SymNodeValue):
+        # torch.tensor(t.item()): fake tensors cannot build it from a symbol; a 0-d
+        # scalar_tensor of the same dtype is the same tensor.
+        dtype = {int: torch.int64, float: torch.get_default_dtype(), bool: torch.bool}
+        kwargs = {"dtype": ConstantValue(dtype[args[0].python_type()]), **kwargs}
+        return call_torch(tx, torch.scalar_tensor, args, kwargs)
     try:
         result = _run_fake(output.fake_mode, fn, method, fake_args, fake_kwargs)
     except (

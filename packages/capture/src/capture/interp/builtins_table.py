@@ -458,6 +458,15 @@ def _reduce(tx: Translator, args: list[Value], kwargs: dict[str, Value], op: Any
         raise unsupported(GraphBreakKind.EXCEPTION, f"{name}() of an empty sequence")
     if any(isinstance(i, TensorValue) for i in items):
         raise unsupported(GraphBreakKind.DATA_DEPENDENT, f"{name}() over tensors", HINT_DATA_DEPENDENT)
+    if key is None and any(isinstance(i, SymNodeValue) for i in items) and all(
+        isinstance(i, (SymNodeValue, ConstantValue)) for i in items
+    ):
+        # min/max of numbers read from tensors: torch.sym_min/sym_max nodes, no branch.
+        fold = torch.sym_min if op is min else torch.sym_max
+        result = items[0]
+        for item in items[1:]:
+            result = torch_ops.call_torch(tx, fold, [result, item], {})
+        return result
     if key is not None:
         keyed = [(_const(call_value(tx, key, [i], {}), "key"), n) for n, i in enumerate(items)]
         best = op(keyed, key=lambda p: p[0])
