@@ -262,11 +262,15 @@ def _clear_ours(memory: bool) -> None:
     """Forget compiled wrappers (capture's cache); with `memory`, also aotgrad's compiled-graph
     cache and inductor's in-process plan and library caches, so only the on-disk cache is
     left."""
-    from aotgrad import cache as aotgrad_cache
     from inductor.runtime.cpp_build import clear_memory_cache
 
     if memory:
-        aotgrad_cache.clear()
+        try:
+            from aotgrad import cache as aotgrad_cache
+        except ImportError:  # NOTE: an aotgrad from before the cache (A/B runs)
+            pass
+        else:
+            aotgrad_cache.clear()
         clear_memory_cache()
     try:
         import capture
