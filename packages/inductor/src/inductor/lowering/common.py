@@ -135,7 +135,7 @@ def normalize_dim(dim: int, ndim: int) -> int:
 
 
 def normalize_dims(dims: Sequence[int] | int | None, ndim: int) -> list[int]:
-    if dims is None:
+    if dims is None or ndim == 0:  # NOTE: a 0-dim tensor's dim 0 or -1 names no dim
         return list(range(ndim))
     if isinstance(dims, int):
         dims = [dims]
