@@ -97,5 +97,5 @@ def test_strided_float_sum_runs_in_order() -> None:
 def test_reduce_zero_dim_tensor_over_dim_0() -> None:
     # A 0-dim tensor's dim 0 (or -1) names no dim: the reduction is the identity map.
     x = torch.tensor(1.75)
-    run_and_compare(lambda t: (t.mean(0, keepdim=True), t.sum(-1), t.amax(0), t.var(0, correction=0)),
-                    [x])
+    run_and_compare(lambda t: (t.mean(0, keepdim=True), t.sum(-1), t.amax(0),
+                               t.var(0, correction=0)), [x])
