@@ -171,8 +171,17 @@ def _variants() -> dict[str, Callable[[Any], Any]]:
         with aotgrad.config.patch(decompositions="none"):
             return _run(backend, _graph(_mlp_graph, 3), _inputs())
 
+    def train_flag(backend: Any) -> Any:
+        return _run(backend, _graph(_mlp_graph, 3).eval(), _inputs())
+
+    def storage_offset(backend: Any) -> Any:
+        _, w, b = _inputs()
+        return _run(backend, _graph(_mlp_graph, 3), [torch.randn(8 * 16 + 1)[1:].view(8, 16),
+                                                     w, b])
+
     return {f.__name__: f for f in (shape, dtype, stride, requires_grad, grad_mode, constant,
-                                   keyword, target, default_dtype, aotgrad_option)}
+                                   keyword, target, default_dtype, aotgrad_option,
+                                   train_flag, storage_offset)}
 
 
 @pytest.mark.parametrize("variant", sorted(_variants()))
