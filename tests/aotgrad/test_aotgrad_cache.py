@@ -3,6 +3,7 @@ the first compile, gives eager's results, and any change of a key component miss
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -295,6 +296,26 @@ def test_user_function_targets_and_stateful_compilers_are_not_cached() -> None:
     _run(keyless, _graph(_mlp_graph, 3), _inputs(False))
     _run(keyless, _graph(_mlp_graph, 3), _inputs(False))
     assert len(calls) == 2 and cache.stats().hits == 0
+
+
+def test_wrapped_torch_function_with_user_state_is_not_cached() -> None:
+    scale = [2.0]
+
+    @functools.wraps(torch.relu)
+    def relu_like(x: torch.Tensor) -> torch.Tensor:  # NOTE: __module__ 'torch', user state
+        return torch.relu(x) * scale[0]
+
+    def fn(graph: fx.Graph, x: fx.Node) -> fx.Node:
+        return graph.call_function(relu_like, (x,))
+
+    backend = aotgrad.make_backend(CountingCompiler())
+    x = torch.randn(4)
+    (first,) = _run(backend, _graph(fn, 1), [x])
+    scale[0] = 3.0
+    (second,) = _run(backend, _graph(fn, 1), [x])
+    torch.testing.assert_close(first, x.relu() * 2.0)
+    torch.testing.assert_close(second, x.relu() * 3.0)
+    assert cache.stats().hits == 0 and cache.stats().uncacheable == 2
 
 
 def test_cache_can_be_turned_off() -> None:

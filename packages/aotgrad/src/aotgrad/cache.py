@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import sys
 import types
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -104,6 +105,26 @@ def _trusted_module(name: str | None) -> bool:
                                  name in ("operator", "math", "builtins", "_operator"))
 
 
+_members: dict[Any, bool] = {}
+
+
+def _library_member(target: Any) -> bool:
+    """Whether `target` is an attribute of a torch / operator / math / builtins module."""
+    known = _members.get(target)
+    if known is not None:
+        return known
+    name = getattr(target, "__module__", None)
+    module = sys.modules.get(name) if isinstance(name, str) and _trusted_module(name) else None
+    if module is None:
+        return False
+    value: Any = module
+    for part in str(getattr(target, "__qualname__", "")).split("."):
+        value = getattr(value, part, None)
+    found = value is target or any(v is target for v in vars(module).values())
+    _members[target] = found  # NOTE: only objects that claim a library module are kept
+    return found
+
+
 def _target(target: Any) -> Any:
     """A target callable held as itself (compared by identity), if torch's or Python's own."""
     if isinstance(target, str):
@@ -111,16 +132,18 @@ def _target(target: Any) -> Any:
     if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         return target
     if isinstance(target, types.BuiltinFunctionType):
-        # NOTE: C functions of a module (torch._C._nn.linear, operator.add, math.sqrt); not
-        # methods bound to an object (a tensor's, a list's), whose state may change.
+        # NOTE: C functions of torch's or Python's modules (torch._C._nn.linear, operator.add,
+        # math.sqrt); not methods bound to an object (a tensor's, a list's), whose state may
+        # change, nor other extensions' functions.
         owner = getattr(target, "__self__", None)
-        if owner is None or isinstance(owner, types.ModuleType):
+        if owner is None or (isinstance(owner, types.ModuleType) and
+                             _trusted_module(owner.__name__)):
             return target
-        raise Uncacheable(f"target {target!r} is a method bound to an object")
-    # NOTE: library code (torch.nn.functional.*, torch.Size); a user's function may read
-    # state that changes between compiles.
-    if isinstance(target, (types.FunctionType, type)) and _trusted_module(
-            getattr(target, "__module__", None)):
+        raise Uncacheable(f"target {target!r} is not a function of torch's or Python's modules")
+    # NOTE: library code (torch.nn.functional.*, torch.Size), found in its module: a user's
+    # function (one made with functools.wraps of a torch function too) may read state that
+    # changes between compiles.
+    if isinstance(target, (types.FunctionType, type)) and _library_member(target):
         return target
     raise Uncacheable(f"target {target!r} is not one of torch's or Python's own callables")
 
