@@ -93,3 +93,30 @@ def test_compiler_equality_follows_option_values() -> None:
     with config.patch(threads=1):
         one = InductorCompiler({}).cache_key()
     assert one != InductorCompiler({"threads": 2}).cache_key()
+
+
+def test_options_patched_around_the_backend_call_reach_codegen() -> None:
+    """Compiles happen on the first call, after the backend returned: options patched while
+    the backend ran (as `compiler.compile(options=...)` does) still apply to them."""
+    from inductor import pipeline
+    from inductor.backend import inductor
+
+    seen: list[bool] = []
+    original = pipeline.plan
+
+    def recording_plan(gm: fx.GraphModule, example_inputs: object) -> pipeline.Planned:
+        seen.append(config.options.fusion)
+        return original(gm, example_inputs)  # type: ignore[arg-type]
+
+    pipeline.plan = recording_plan  # type: ignore[assignment]
+    try:
+        pipeline.clear_plan_cache()
+        args = [a.detach() for a in _args()]
+        with config.patch(fusion=False):
+            compiled = inductor(_captured(), args)
+        (out,) = compiled(*args)
+    finally:
+        pipeline.plan = original
+        pipeline.clear_plan_cache()
+    assert seen == [False]
+    torch.testing.assert_close(out, _eager(_args())[0].detach(), atol=1e-4, rtol=1e-4)

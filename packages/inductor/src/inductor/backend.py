@@ -84,8 +84,22 @@ def make_inductor(options: Mapping[str, Any] | None = None,
 
 
 def inductor(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-    """The default `inductor` backend (the backend contract in INTERFACES.md)."""
-    return _default()(gm, example_inputs)
+    """The default `inductor` backend (the backend contract in INTERFACES.md).
+
+    Options patched while the backend is called (`config.patch`, `compiler.compile(options=
+    ...)`) apply to the graph's compiles, which happen later, on its first calls.
+    """
+    overrides = _active_overrides()
+    if not overrides:
+        return _default()(gm, example_inputs)
+    return make_inductor(overrides)(gm, example_inputs)
+
+
+def _active_overrides() -> dict[str, Any]:
+    """Options whose current value differs from the environment's (or the default)."""
+    current = config.options.snapshot()
+    return {name: value for name, value in current.items()
+            if value != config.OPTIONS[name].from_env()}
 
 
 _cached: list[Backend] = []
