@@ -19,8 +19,10 @@ import pytest
 import torch
 from _differential import CountingBackend, assert_same, fresh, line_of, t
 
-_HAS_AOTGRAD = importlib.util.find_spec("aotgrad") is not None
-# NOTE: aot_eager lives in the aotgrad package; capture's tests run without it too.
+_AOTGRAD_SPEC = importlib.util.find_spec("aotgrad")
+# NOTE: aot_eager lives in the aotgrad package; capture's tests run without it too. A spec
+# without origin is the tests/aotgrad folder seen as a namespace package, not the package.
+_HAS_AOTGRAD = _AOTGRAD_SPEC is not None and _AOTGRAD_SPEC.origin is not None
 needs_aotgrad = pytest.mark.skipif(not _HAS_AOTGRAD, reason="aotgrad is not installed")
 BACKENDS = ["eager", pytest.param("aot_eager", marks=needs_aotgrad)]
 

@@ -25,6 +25,7 @@ Only plain `fx.GraphModule`s are cached: a Python function or module may read an
 from __future__ import annotations
 
 import collections
+import ctypes
 import hashlib
 import sys
 import types
@@ -152,8 +153,10 @@ def tensor_value_key(t: torch.Tensor) -> tuple[Any, ...]:
     """Metadata and a hash of the bytes of a (dense) constant tensor."""
     if t.is_sparse or t.layout != torch.strided or t.is_quantized or t.device.type == "meta":
         raise Uncacheable("a non-dense tensor constant")
-    data = t.detach().cpu().contiguous().reshape(-1)
-    digest = hashlib.sha256(data.view(torch.uint8).numpy().tobytes()).hexdigest()
+    data = t.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
+    # NOTE: read through ctypes, not `.numpy()`: numpy is not a dependency of aotgrad.
+    raw = ctypes.string_at(data.data_ptr(), data.numel()) if data.numel() else b""
+    digest = hashlib.sha256(raw).hexdigest()
     return ("tensor", t.dtype, str(t.device), tuple(t.shape), t.stride(), t.storage_offset(),
             t.requires_grad, type(t), digest)
 
