@@ -123,6 +123,7 @@ extern "C" void kernel0(const float* __restrict__ in_ptr0, float* __restrict__ o
     {
         float loc0;
         float loc1;
+        float row0[100];
         // buf0
         {
             float acc = -std::numeric_limits<float>::infinity();
@@ -141,13 +142,14 @@ extern "C" void kernel0(const float* __restrict__ in_ptr0, float* __restrict__ o
         // buf1
         {
             float acc = 0.0f;
+            float tmp1 = loc0;
             #pragma omp simd reduction(+:acc)
             for (int64_t p0 = 0; p0 < 100; ++p0)
             {
                 float tmp0 = in_ptr0[(p0 + 100*x0)];
-                float tmp1 = loc0;
                 float tmp2 = (tmp0 - tmp1);
                 float tmp3 = ind_exp(tmp2);
+                row0[p0] = tmp3;
                 acc = acc + tmp3;
             }
             float tmp4 = acc;
@@ -155,14 +157,11 @@ extern "C" void kernel0(const float* __restrict__ in_ptr0, float* __restrict__ o
         }
         // buf2
         {
+            float tmp4 = loc1;
             #pragma omp simd
             for (int64_t p0 = 0; p0 < 100; ++p0)
             {
-                float tmp0 = in_ptr0[(p0 + 100*x0)];
-                float tmp1 = loc0;
-                float tmp2 = (tmp0 - tmp1);
-                float tmp3 = ind_exp(tmp2);
-                float tmp4 = loc1;
+                float tmp3 = row0[p0];
                 float tmp5 = (tmp3 / tmp4);
                 out_ptr0[(p0 + 100*x0)] = tmp5;
             }
@@ -243,11 +242,11 @@ extern "C" void kernel0(const float* __restrict__ in_ptr0, const float* __restri
             // buf1
             {
                 float acc = 0.0f;
+                float tmp1 = loc0;
                 #pragma omp simd reduction(+:acc)
                 for (int64_t p0 = 0; p0 < 64; ++p0)
                 {
                     float tmp0 = in_ptr0[(p0 + 512*x0 + 64*x1)];
-                    float tmp1 = loc0;
                     float tmp2 = (tmp0 - tmp1);
                     float tmp3 = (tmp2 * tmp2);
                     acc = acc + tmp3;
@@ -259,16 +258,16 @@ extern "C" void kernel0(const float* __restrict__ in_ptr0, const float* __restri
             }
             // buf2
             {
+                float tmp1 = loc0;
+                float tmp3 = loc1;
+                float tmp4 = 1e-05f;
+                float tmp5 = (tmp3 + tmp4);
+                float tmp6 = (1 / std::sqrt(tmp5));
                 #pragma omp simd
                 for (int64_t p0 = 0; p0 < 64; ++p0)
                 {
                     float tmp0 = in_ptr0[(p0 + 512*x0 + 64*x1)];
-                    float tmp1 = loc0;
                     float tmp2 = (tmp0 - tmp1);
-                    float tmp3 = loc1;
-                    float tmp4 = 1e-05f;
-                    float tmp5 = (tmp3 + tmp4);
-                    float tmp6 = (1 / std::sqrt(tmp5));
                     float tmp7 = (tmp2 * tmp6);
                     float tmp8 = in_ptr1[p0];
                     float tmp9 = (tmp7 * tmp8);

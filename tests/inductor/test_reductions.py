@@ -99,3 +99,31 @@ def test_reduce_zero_dim_tensor_over_dim_0() -> None:
     x = torch.tensor(1.75)
     run_and_compare(lambda t: (t.mean(0, keepdim=True), t.sum(-1), t.amax(0),
                                t.var(0, correction=0)), [x])
+
+
+def test_softmax_keeps_row_exponentials() -> None:
+    # NOTE: the normalization reads the exponentials the sum computed (a row array), as
+    # ATen's softmax does, instead of computing exp again; masked rows and NaNs included.
+    x = torch.randn(3, 5, 40)
+    x[1, 2, 7] = float("nan")
+    mask = torch.ones(40, 40, dtype=torch.bool).tril()[:5]
+    compiled = run_and_compare(
+        lambda t: (t.softmax(-1), t.masked_fill(~mask, float("-inf")).softmax(-1),
+                   t.log_softmax(-1)), [x], atol=1e-6, rtol=1e-5)
+    source = "\n".join(k.source for k in compiled.kernels)
+    assert "row0[p0] = " in source and "= row0[p0];" in source
+    assert source.count("ind_exp(") <= 3  # one per softmax/log_softmax
+
+
+def test_row_statistics_hoisted_out_of_the_inner_loop() -> None:
+    # NOTE: a layer norm epilogue: the row's mean and 1/sqrt(var + eps) are computed once
+    # per row before the inner loop (g++ left the loop scalar when they were inside it).
+    x = torch.randn(6, 33)
+    w = torch.randn(33)
+    compiled = run_and_compare(lambda t, g: F.layer_norm(t, (33,), g), [x, w],
+                               atol=1e-5, rtol=1e-5)
+    source = "\n".join(k.source for k in compiled.kernels)
+    lines = source.splitlines()
+    loop_indents = {len(ln) - len(ln.lstrip()) for ln in lines if "for (int64_t p0" in ln}
+    sqrt_indents = {len(ln) - len(ln.lstrip()) for ln in lines if "std::sqrt" in ln}
+    assert sqrt_indents and sqrt_indents <= loop_indents
