@@ -375,8 +375,9 @@ NATIVE_MODES = pytest.mark.parametrize("native", [False, True],
 
 
 def _require_native(native: bool) -> None:
-    """Skip the native run (saying why) where the native checker cannot be built."""
-    if native and load_native() is None:
+    """Skip the native run (saying why) where the native checker cannot be built (waits
+    for a build in progress, so that the native run is deterministic)."""
+    if native and load_native(wait=True) is None:
         pytest.skip(f"native checker not built here: {native_status()}")
 
 

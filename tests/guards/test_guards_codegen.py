@@ -100,7 +100,7 @@ def make(grad_enabled0, default_dtype1, dtype2, deterministic3, autocast_enabled
 """)
 
     def test_generated_source_native(self) -> None:
-        if load_native() is None:
+        if load_native(wait=True) is None:
             pytest.skip(f"native checker not built here: {native_status()}")
         tree = small_tree().build()
         guard = compile_guard(tree, native=True)

@@ -24,3 +24,16 @@ def test_dispatch_keys_option() -> None:
     with patch_config(tensor_dispatch_keys=0):
         assert TensorMatch.from_tensor(t).dispatch_keys is None
         assert TensorMatch.from_tensor(t, dispatch_keys=True).dispatch_keys is not None
+
+
+@pytest.mark.parametrize(("text", "value"), [("0", 0), ("1", 1), ("2", 2), ("sync", 2),
+                                             ("SYNC", 2), ("off", 0)])
+def test_native_option_words(text: str, value: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GUARDS_NATIVE", text)
+    assert GuardsConfig.from_env().native == value
+
+
+def test_unknown_word_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GUARDS_NATIVE", "later")
+    with pytest.raises(ValueError, match="later"):
+        GuardsConfig.from_env()

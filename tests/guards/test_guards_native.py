@@ -14,6 +14,7 @@ import logging
 import os
 import pathlib
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -32,18 +33,21 @@ from guards import (
     EqualsMatch,
     GlobalStateMatch,
     GuardBuilder,
+    GuardTree,
     LocalSource,
     TensorMatch,
     backend_scope,
     compile_guard,
     interpret,
+    patch_config,
 )
+from guards.config import NATIVE_BACKGROUND, NATIVE_SYNC
 from guards.native import build, load_native, native_status
 from guards.native.plan import native_class, tensor_spec
 
 
 def _module() -> ModuleType:
-    module = load_native()
+    module = load_native(wait=True)
     if module is None:
         pytest.skip(f"native checker not built here: {native_status()}")
     return module
@@ -79,39 +83,254 @@ def test_failed_compile_leaves_nothing_behind(tmp_path: pathlib.Path) -> None:
 
 @pytest.fixture
 def fresh_loader(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """`load_native()` as if never called in this process (restored afterwards)."""
+    """`load_native()` as if never called in this process (restored afterwards); a
+    background build a test left running is stopped."""
     monkeypatch.setattr(guards.native, "_tried", False)
     monkeypatch.setattr(guards.native, "_module", None)
     monkeypatch.setattr(guards.native, "_status", "not loaded yet")
+    monkeypatch.setattr(guards.native, "_build", None)
     yield
+    pending = guards.native._build
+    if pending is not None:
+        if pending.process.poll() is None:
+            os.killpg(pending.process.pid, signal.SIGTERM)  # its own session (our child)
+        pending.process.wait(timeout=60)
+        pending.log.close()
 
 
-def test_unavailable_native_falls_back_once(fresh_loader: None, monkeypatch: pytest.MonkeyPatch,
-                                            caplog: pytest.LogCaptureFixture) -> None:
-    def fail(directory: object = None, cxx: object = None) -> ModuleType:
-        raise build.NativeBuildError("no compiler here")
-
-    monkeypatch.setattr(build, "build_and_load", fail)
+def _tensor_tree() -> tuple[torch.Tensor, GuardTree]:
     t = torch.randn(2)
-    tree = GuardBuilder().add(LocalSource("x"), TensorMatch.from_tensor(t)).build()
-    with caplog.at_level(logging.INFO, logger="guards"):
-        first = compile_guard(tree, native=True)
+    return t, GuardBuilder().add(LocalSource("x"), TensorMatch.from_tensor(t)).build()
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name == "guards" and r.levelno == logging.WARNING]
+
+
+@pytest.mark.parametrize("mode", [NATIVE_SYNC, NATIVE_BACKGROUND], ids=["sync", "background"])
+def test_failed_build_falls_back_with_one_warning(
+        mode: int, fresh_loader: None, tmp_path: pathlib.Path,
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv("GUARDS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("CXX", _fake_compiler(tmp_path))
+    t, tree = _tensor_tree()
+    with caplog.at_level(logging.INFO, logger="guards"), patch_config(native=mode):
+        first = compile_guard(tree)
+        if mode == NATIVE_BACKGROUND:
+            assert native_status().startswith("building in the background")
+            assert load_native(wait=True) is None  # NOTE: the build is over, and failed
         second = compile_guard(tree)
+        assert load_native() is None and load_native(wait=True) is None
     assert not first.native and not second.native
-    assert first.fn({"x": t}, {}) is True and first.fn({"x": t.double()}, {}) is False
-    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and "no compiler here" in warnings[0].getMessage()
-    assert native_status() == "unavailable: no compiler here"
+    for guard in (first, second):
+        assert guard.fn({"x": t}, {}) is True and guard.fn({"x": t.double()}, {}) is False
+    warnings = _warnings(caplog)
+    assert len(warnings) == 1 and "fake: cannot compile" in warnings[0], warnings
+    assert native_status().startswith("unavailable: ") and "exit 3" in native_status()
+    assert [p.suffix for p in (tmp_path / "cache").iterdir()] == [".lock"]
 
 
-def test_self_test_failure_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
-    _module()  # NOTE: built and cached; loaded again below, then the self-test "fails"
-    monkeypatch.setattr(guards.native, "_tried", False)
-    monkeypatch.setattr(guards.native, "_module", None)
-    monkeypatch.setattr(guards.native, "_status", guards.native._status)
+@pytest.fixture
+def native_file() -> pathlib.Path:
+    """The built checker (built now if needed; the loader's state is left alone)."""
+    try:
+        module = build.build_and_load()
+    except build.NativeBuildError as exc:
+        pytest.skip(f"native checker not built here: {exc}")
+    return pathlib.Path(str(module.__file__))
+
+
+class GatedCompiler:
+    """A stand-in compiler, to be found through $CXX: reports the real compiler's version
+    (so the build key is the real one), notes that a compile started (and which process ran
+    it), then waits until `release()` and copies the real built checker to its output."""
+
+    def __init__(self, tmp_path: pathlib.Path, good: pathlib.Path) -> None:
+        real = build.find_compiler()
+        assert real is not None
+        self.started = tmp_path / "started"
+        self.gate = tmp_path / "gate"
+        self.path = tmp_path / "gated-g++"
+        version = build.compiler_version(real).replace("'", "")
+        self.path.write_text(
+            "#!/bin/sh\n"
+            f"if [ \"$1\" = --version ]; then echo '{version}'; exit 0; fi\n"
+            f"echo $PPID > '{self.started}'\n"
+            "n=0\n"
+            f"while [ ! -e '{self.gate}' ]; do sleep 0.05; n=$((n+1)); "
+            "[ $n -gt 2400 ] && exit 4; done\n"
+            'out=""; prev=""\n'
+            'for a in "$@"; do [ "$prev" = -o ] && out="$a"; prev="$a"; done\n'
+            f"cp '{good}' \"$out\"\n")
+        self.path.chmod(self.path.stat().st_mode | stat.S_IEXEC)
+
+    def release(self) -> None:
+        """Let the waiting (and every later) compile finish."""
+        self.gate.touch()
+
+    def wait_started(self, timeout: float = 120.0) -> int:
+        """The pid of the process that ran the compile, once it started."""
+        deadline = time.monotonic() + timeout
+        while not (self.started.exists() and self.started.read_text().strip()):
+            assert time.monotonic() < deadline, "the compile never started"
+            time.sleep(0.05)
+        return int(self.started.read_text())
+
+
+def _gated(tmp_path: pathlib.Path, good: pathlib.Path,
+           monkeypatch: pytest.MonkeyPatch) -> tuple[GatedCompiler, pathlib.Path]:
+    """A gated compiler as $CXX and an empty cache directory as $GUARDS_CACHE_DIR."""
+    compiler = GatedCompiler(tmp_path, good)
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("CXX", str(compiler.path))
+    monkeypatch.setenv("GUARDS_CACHE_DIR", str(cache))
+    assert build.import_extension(good, build.plan_build().key)  # NOTE: the keys agree
+    return compiler, cache
+
+
+def test_background_build_never_blocks(native_file: pathlib.Path, fresh_loader: None,
+                                       tmp_path: pathlib.Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    compiler, cache = _gated(tmp_path, native_file, monkeypatch)
+    t, tree = _tensor_tree()
+    with patch_config(native=NATIVE_BACKGROUND):
+        first = compile_guard(tree)  # NOTE: returns although the compile cannot finish
+        assert not first.native
+        assert native_status().startswith("building in the background")
+        compiler.wait_started()
+        again = compile_guard(tree)
+        assert not again.native and not compiler.gate.exists()
+        assert not any(p.suffix == ".so" and not p.name.startswith(".")
+                       for p in cache.iterdir())
+        compiler.release()
+        deadline = time.monotonic() + 120
+        while load_native() is None:  # NOTE: never waits; picks the build up once done
+            assert time.monotonic() < deadline, native_status()
+            time.sleep(0.05)
+        later = compile_guard(tree)
+    assert later.native and not first.native  # NOTE: a guard compiled earlier stays Python
+    for guard in (first, later):
+        assert guard.fn({"x": t}, {}) is True and guard.fn({"x": t.double()}, {}) is False
+    assert native_status() == f"loaded from {build.plan_build().path}"
+    assert sorted(p.suffix for p in cache.iterdir()) == [".lock", ".so"]
+
+
+def test_sync_mode_waits_for_the_build(native_file: pathlib.Path, fresh_loader: None,
+                                       tmp_path: pathlib.Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    compiler, _ = _gated(tmp_path, native_file, monkeypatch)
+    t, tree = _tensor_tree()
+    opened = threading.Timer(1.0, compiler.release)
+    opened.start()
+    try:
+        with patch_config(native=NATIVE_SYNC):
+            start = time.monotonic()
+            guard = compile_guard(tree)
+            waited = time.monotonic() - start
+    finally:
+        opened.cancel()
+    assert guard.native and waited >= 1.0
+    assert guard.fn({"x": t}, {}) is True and guard.fn({"x": t.double()}, {}) is False
+
+
+def test_exit_while_building_leaves_no_partial_file(native_file: pathlib.Path,
+                                                    tmp_path: pathlib.Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    compiler, cache = _gated(tmp_path, native_file, monkeypatch)
+    code = (
+        "import torch\n"
+        "from guards import GuardBuilder, LocalSource, TensorMatch, compile_guard\n"
+        "from guards.native import native_status\n"
+        "t = torch.randn(2)\n"
+        "tree = GuardBuilder().add(LocalSource('x'), TensorMatch.from_tensor(t)).build()\n"
+        "print(compile_guard(tree).native, native_status().split(' into ')[0])\n"
+    )
+    env = {**os.environ, "GUARDS_NATIVE": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=env, timeout=120)
+    assert out.stdout.split() == ["False", "building", "in", "the", "background"]
+    builder = compiler.wait_started()  # NOTE: the detached build outlives the process
+    try:
+        assert not compiler.gate.exists()
+        assert not any(p.suffix == ".so" and not p.name.startswith(".")
+                       for p in cache.iterdir())
+        compiler.release()
+        deadline = time.monotonic() + 120
+        while _running(builder):
+            assert time.monotonic() < deadline, "the detached build did not finish"
+            time.sleep(0.05)
+    finally:
+        if _running(builder):
+            os.kill(builder, signal.SIGTERM)
+    assert sorted(p.suffix for p in cache.iterdir()) == [".lock", ".so"]  # no temporary file
+    plan = build.plan_build()
+    assert build.import_extension(plan.path, plan.key).BUILD_KEY == plan.key
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` (not our child) still runs; a zombie that nobody reaped (the
+    parent exited) counts as over."""
+    try:
+        stat_line = pathlib.Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    except OSError:  # NOTE: no /proc: ask the kernel whether the pid exists
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    return stat_line.rpartition(")")[2].split()[0] not in ("Z", "X")
+
+
+def test_cli_builds_and_says_where(native_file: pathlib.Path, tmp_path: pathlib.Path,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    compiler, cache = _gated(tmp_path, native_file, monkeypatch)
+    compiler.release()
+    command = [sys.executable, "-m", "guards.native"]
+    first = subprocess.run(command, capture_output=True, text=True, check=True, timeout=120)
+    path = build.plan_build().path
+    assert first.stdout.startswith(f"guards: native checker {path} (built in ")
+    assert compiler.started.exists()
+    compiler.started.unlink()
+    second = subprocess.run(command, capture_output=True, text=True, check=True, timeout=120)
+    assert second.stdout.startswith(f"guards: native checker {path} (already built; loaded")
+    assert not compiler.started.exists()  # NOTE: nothing compiled the second time
+    assert sorted(p.suffix for p in cache.iterdir()) == [".lock", ".so"]
+
+
+def test_cli_reports_a_failed_build(tmp_path: pathlib.Path,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GUARDS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("CXX", _fake_compiler(tmp_path))
+    out = subprocess.run([sys.executable, "-m", "guards.native"], capture_output=True,
+                         text=True, check=False, timeout=120)
+    assert out.returncode == 1 and out.stdout == ""
+    assert "unavailable" in out.stderr and "fake: cannot compile" in out.stderr
+
+
+def test_stale_temporary_files_are_removed(tmp_path: pathlib.Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _copying_compiler(monkeypatch)
+    plan = build.plan_build(tmp_path)
+    stale = tmp_path / f".{build.MODULE_NAME}-{plan.key}-killed.so"
+    stale.write_bytes(b"half a file")
+    assert build.build_and_load(tmp_path).BUILD_KEY == plan.key and len(calls) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == [plan.path.with_suffix(".lock").name,
+                                                          plan.path.name]
+
+
+@pytest.mark.parametrize("wait", [True, False], ids=["wait", "no_wait"])
+def test_self_test_failure_falls_back(wait: bool, native_file: pathlib.Path,
+                                      fresh_loader: None,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # NOTE: the cached checker is loaded again, then the self-test "fails": final, with or
+    # without waiting (no rebuild, no background build)
     monkeypatch.setattr(guards.native, "_self_test", lambda module: "answered wrongly")
-    assert load_native() is None
+    assert load_native(wait=wait) is None
     assert native_status() == "unavailable: answered wrongly"
+    assert guards.native._build is None
 
 
 def _copying_compiler(monkeypatch: pytest.MonkeyPatch, delay: float = 0.0) -> list[str]:

@@ -14,8 +14,9 @@ explain failures in words, and keep compiled entries per code object in a bounde
 
 Torch is imported only when tensor or global-state checks are built or compiled. The
 generated function hands its tensor, global-state and backend checks to a native checker
-(C++, `guards.native`, built with g++ on first use and cached on disk); where it cannot be
-built, or with `GUARDS_NATIVE=0`, they stay generated Python.
+(C++, `guards.native`, built with g++ in the background on first use and cached on disk;
+`python -m guards.native` builds it now); until it is built, where it cannot be built, or
+with `GUARDS_NATIVE=0`, they stay generated Python.
 
 Public names:
 - sources: Source, LocalSource, GlobalSource, AttrSource, ItemSource, SizeSource,

@@ -454,8 +454,10 @@ def compile_guard(tree: GuardTree, arg_names: Sequence[str] | None = None, *,
     values)), G)` (a local the tree reads that is not named is absent: the guard fails).
 
     `native`: None follows the option `native` (env `GUARDS_NATIVE`), True uses the native
-    checker when it can be built, False never does. It is only used for trees with tensor
-    or global-state checks; `CompiledGuard.native` says whether it was.
+    checker when it is available, False never does. It is only used for trees with tensor
+    or global-state checks; `CompiledGuard.native` says whether it was. Without a cached
+    build, the checker is built in the background (see `guards.native`): guards compiled
+    meanwhile are pure Python, and stay so; option `native=2` waits for the build instead.
     """
     module = _native_module(tree, native)
     try:

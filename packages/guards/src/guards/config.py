@@ -20,6 +20,15 @@ class Option:
     default: int
     env: str
     help: str
+    #: Words the environment variable may hold instead of a number (word -> value).
+    words: tuple[tuple[str, int], ...] = ()
+
+    def parse(self, text: str) -> int:
+        """The value the environment variable's text stands for (a number or a word)."""
+        for word, value in self.words:
+            if text.strip().lower() == word:
+                return value
+        return int(text)
 
 
 OPTIONS: dict[str, Option] = {
@@ -34,9 +43,16 @@ OPTIONS: dict[str, Option] = {
     "native": Option(
         1, "GUARDS_NATIVE",
         "1: generated guards check tensors and global state with the native checker "
-        "(C++, built with g++ on first use and cached under GUARDS_CACHE_DIR or "
-        "~/.cache/compiler-guards; pure Python if it cannot be built). 0: pure Python only."),
+        "(C++, cached under GUARDS_CACHE_DIR or ~/.cache/compiler-guards; pure Python if it "
+        "cannot be built). Without a cached build, it is built with g++ in a background "
+        "process and guards compiled meanwhile stay pure Python. 2 (or 'sync'): the first "
+        "guard waits for that build instead. 0: pure Python only.",
+        words=(("sync", 2), ("off", 0))),
 }
+
+
+#: Values of the option `native`.
+NATIVE_OFF, NATIVE_BACKGROUND, NATIVE_SYNC = 0, 1, 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +70,7 @@ class GuardsConfig:
         for name, option in OPTIONS.items():
             text = os.environ.get(option.env)
             if text:
-                values[name] = int(text)
+                values[name] = option.parse(text)
         return GuardsConfig(**values)
 
 

@@ -1,11 +1,17 @@
 """The native checker: tensor, global-state and backend checks of a generated guard in C++.
 
-`load_native()` returns the extension module (built on first use, see `build.py`), or None
-when it cannot be built or loaded: then generated guards stay pure Python, with one log
-line on logger `guards`. The module's `Checker(tensors, state, backend)` holds the expected
-properties; `Checker.check(t0, t1, ...)` checks them all in one call (see `checker.cpp`,
-and `plan.py` for which checks go native). Importing this package does not import torch
-or build anything. Disable with `GUARDS_NATIVE=0` (option `native`).
+`load_native()` returns the extension module, or None when it is not available (yet): then
+generated guards stay pure Python. The module's `Checker(tensors, state, backend)` holds the
+expected properties; `Checker.check(t0, t1, ...)` checks them all in one call (see
+`checker.cpp`, and `plan.py` for which checks go native). Importing this package does not
+import torch or build anything. Disable with `GUARDS_NATIVE=0` (option `native`).
+
+A cached build (see `build.py`) is loaded at the first call (about 0.1 s). Without one, the
+first call starts the build in a detached background process and returns None at once; each
+later call checks without waiting whether it is over (`poll`, a few microseconds) and then
+loads the result. `load_native(wait=True)`, or the option `native=2` (`GUARDS_NATIVE=sync`),
+waits for the build instead. Any failure (no compiler, compile error, self-test) logs one
+warning on logger `guards` and is never raised: guards stay pure Python.
 """
 
 from __future__ import annotations
@@ -13,13 +19,20 @@ from __future__ import annotations
 import logging
 import threading
 from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from guards.native.build import BackgroundBuild
 
 LOG = logging.getLogger("guards")
 
 _lock = threading.Lock()
 _module: ModuleType | None = None
 _status = "not loaded yet"
+#: Whether the outcome is known (`_module` set, or the failure logged): nothing more to do.
 _tried = False
+#: The build running in the background, if any.
+_build: BackgroundBuild | None = None
 
 
 def _self_test(module: ModuleType) -> str | None:
@@ -38,35 +51,85 @@ def _self_test(module: ModuleType) -> str | None:
     return None if answers == expected else f"self-test answered {answers}, not {expected}"
 
 
-def load_native() -> ModuleType | None:
-    """The native module, built and loaded once per process; None if unavailable."""
-    if not _tried:
-        with _lock:
-            if not _tried:  # NOTE: another thread may have loaded it while we waited
-                _load()
+def load_native(wait: bool | None = None) -> ModuleType | None:
+    """The native module, loaded once per process; None if it is unavailable or not built
+    yet. `wait`: True waits for a build, False never does (a cached build is still loaded),
+    None follows the option `native` (2 waits). Never raises."""
+    if _tried:
+        return _module
+    if wait is None:
+        from guards.config import NATIVE_SYNC, get_config
+
+        wait = get_config().native == NATIVE_SYNC
+    # NOTE: a caller that must not wait does not queue behind another thread's build either.
+    if not _lock.acquire(blocking=wait):
+        return _module
+    try:
+        if not _tried:
+            _advance(wait)
+    finally:
+        _lock.release()
     return _module
 
 
-def _load() -> None:
-    global _module, _status, _tried
-    from guards.native.build import NativeBuildError, build_and_load
+def _advance(wait: bool) -> None:
+    """One step towards an outcome (under `_lock`): load the cached build, start the
+    background build, notice that it ended, or (with `wait`) build and load now."""
+    global _build, _status
+    from guards.native import build
 
     try:
-        module = build_and_load()
-        problem = _self_test(module)
-        if problem is not None:
-            raise NativeBuildError(problem)
+        if _build is not None:
+            if not wait and not _build.poll():
+                return
+            _build.wait()
+            background, _build = _build, None
+            _accept(background.result())
+        elif wait:
+            _accept(build.build_and_load())
+        else:
+            plan = build.plan_build()
+            if plan.path.exists():
+                try:
+                    cached = build.import_extension(plan.path, plan.key)
+                except build.NativeBuildError as exc:
+                    LOG.info("guards: cached native checker unusable, rebuilding: %s", exc)
+                else:
+                    _accept(cached)  # NOTE: a failed self-test is final, not rebuilt
+                    return
+            _build = build.start_background(plan)
+            _status = f"building in the background into {plan.path}"
+            LOG.info("guards: native checker %s; guards stay pure Python until it is done",
+                     _status)
     except Exception as exc:  # noqa: BLE001  # any failure: fall back to pure Python
-        _status = f"unavailable: {exc}"
-        LOG.warning("guards: native checker unavailable, generated guards stay pure Python "
-                    "(%s)", exc)
-    else:
-        _module = module
-        _status = f"loaded from {module.__file__}"
-        LOG.info("guards: native checker %s", _status)
+        _fail(exc)
+
+
+def _accept(module: ModuleType) -> None:
+    """Use `module` if it passes the self-test (else fall back)."""
+    global _module, _status, _tried
+    from guards.native.build import NativeBuildError
+
+    problem = _self_test(module)
+    if problem is not None:
+        raise NativeBuildError(problem)
+    _module = module
+    _status = f"loaded from {module.__file__}"
     _tried = True
+    LOG.info("guards: native checker %s", _status)
+
+
+def _fail(exc: Exception) -> None:
+    """Give up for this process: one warning, guards stay pure Python."""
+    global _status, _tried, _build
+    _status = f"unavailable: {exc}"
+    _tried = True
+    _build = None
+    LOG.warning("guards: native checker unavailable, generated guards stay pure Python "
+                "(%s)", exc)
 
 
 def native_status() -> str:
-    """How `load_native()` went: not loaded yet, loaded from <path>, or unavailable: why."""
+    """How `load_native()` went: not loaded yet, building in the background into <path>,
+    loaded from <path>, or unavailable: why."""
     return _status

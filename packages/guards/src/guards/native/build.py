@@ -12,6 +12,11 @@ name and is renamed into place (atomic), under an fcntl lock on a per-key lock f
 concurrent processes (pytest-xdist workers) build once and never see a partial file. A cached
 file that fails to import, or whose `BUILD_KEY` is not the expected one, is rebuilt, never
 trusted. Every failure (no compiler, compile error, import error) returns None.
+
+`start_background(plan)` runs the same build in a detached process (`python -m
+guards.native --background ...`, a new session: it finishes, and renames its file into
+place, even after this process exits or is interrupted); `BackgroundBuild.poll()` says
+whether it is done without waiting.
 """
 
 from __future__ import annotations
@@ -30,8 +35,9 @@ import sys
 import sysconfig
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
+from typing import IO
 
 LOG = logging.getLogger("guards")
 
@@ -223,7 +229,10 @@ def build_and_load(directory: pathlib.Path | None = None, cxx: str | None = None
                 _discard(plan.path)
         LOG.info("guards: building the native checker with %s (first use; about 30 s)",
                  plan.cxx)
-        handle, temp_name = tempfile.mkstemp(prefix=f".{MODULE_NAME}-", suffix=".so",
+        prefix = f".{MODULE_NAME}-{plan.key}-"
+        for stale in plan.path.parent.glob(f"{prefix}*.so"):
+            _discard(stale)  # NOTE: left by a build that was killed; we hold its lock now
+        handle, temp_name = tempfile.mkstemp(prefix=prefix, suffix=".so",
                                              dir=plan.path.parent)
         os.close(handle)
         temp = pathlib.Path(temp_name)
@@ -233,3 +242,71 @@ def build_and_load(directory: pathlib.Path | None = None, cxx: str | None = None
         finally:
             _discard(temp)
         return import_extension(plan.path, plan.key)
+
+
+#: How much of a failed background build's output its warning quotes (characters).
+LOG_TAIL_CHARS = 4000
+
+
+@dataclass(eq=False)
+class BackgroundBuild:
+    """A build running in a detached process (see `start_background`)."""
+
+    plan: BuildPlan
+    process: subprocess.Popen[bytes]
+    #: The process's stdout and stderr (an anonymous temporary file, gone when closed).
+    log: IO[bytes]
+    #: The process that started it: a forked child sees the build only through the file.
+    owner: int = field(default_factory=os.getpid)
+
+    def poll(self) -> bool:
+        """Whether the build is over (never waits)."""
+        if os.getpid() != self.owner:
+            return self.plan.path.exists()
+        return self.process.poll() is not None
+
+    def wait(self) -> None:
+        """Wait until the build is over."""
+        if os.getpid() == self.owner:
+            self.process.wait()
+
+    def result(self) -> ModuleType:
+        """The built module, once `poll()` is True; raises NativeBuildError saying why the
+        build failed (the tail of its output)."""
+        code = self.process.returncode if os.getpid() == self.owner else 0
+        if code != 0:
+            self.log.seek(0)
+            tail = self.log.read().decode(errors="replace").strip()[-LOG_TAIL_CHARS:]
+            self.log.close()
+            raise NativeBuildError(f"background build failed (exit {code}): {tail}")
+        self.log.close()
+        return import_extension(self.plan.path, self.plan.key)
+
+
+#: The detached build's program: this package first on sys.path (where this process found
+#: it), then `guards.native.__main__.main` with the remaining arguments.
+_BOOTSTRAP = ("import sys; sys.path.insert(0, sys.argv[1]); "
+              "from guards.native.__main__ import main; sys.exit(main(sys.argv[2:]))")
+
+
+def background_command(plan: BuildPlan) -> list[str]:
+    """The command line of the detached build of `plan` (see `guards.native.__main__`)."""
+    import guards
+
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(str(guards.__file__))))
+    return [sys.executable, "-c", _BOOTSTRAP, package_root, "--background", "--cache-dir",
+            str(plan.path.parent), "--cxx", plan.cxx, "--key", plan.key]
+
+
+def start_background(plan: BuildPlan) -> BackgroundBuild:
+    """Start building `plan` in a detached process; raises NativeBuildError if it cannot
+    start."""
+    log = tempfile.TemporaryFile(prefix="guards-native-build-")  # noqa: SIM115  # see result()
+    try:
+        process = subprocess.Popen(background_command(plan), stdin=subprocess.DEVNULL,
+                                   stdout=log, stderr=log, close_fds=True,
+                                   start_new_session=True)
+    except OSError as exc:
+        log.close()
+        raise NativeBuildError(f"cannot start the background build: {exc}") from exc
+    return BackgroundBuild(plan, process, log)
