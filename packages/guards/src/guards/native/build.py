@@ -283,9 +283,10 @@ class BackgroundBuild:
         return import_extension(self.plan.path, self.plan.key)
 
 
-#: The detached build's program: this package first on sys.path (where this process found
-#: it), then `guards.native.__main__.main` with the remaining arguments.
-_BOOTSTRAP = ("import sys; sys.path.insert(0, sys.argv[1]); "
+#: The detached build's program: where this process found this package is added to the end
+#: of sys.path if missing (a package found elsewhere first has another source, so another
+#: key: the build refuses), then `guards.native.__main__.main` with the other arguments.
+_BOOTSTRAP = ("import sys; sys.argv[1] in sys.path or sys.path.append(sys.argv[1]); "
               "from guards.native.__main__ import main; sys.exit(main(sys.argv[2:]))")
 
 
@@ -300,12 +301,18 @@ def background_command(plan: BuildPlan) -> list[str]:
 
 def start_background(plan: BuildPlan) -> BackgroundBuild:
     """Start building `plan` in a detached process; raises NativeBuildError if it cannot
-    start."""
+    start. It runs in the cache directory (so that nothing in this process's working
+    directory can shadow the packages it imports)."""
+    try:
+        plan.path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise NativeBuildError(f"cannot create the cache directory {plan.path.parent}: "
+                               f"{exc}") from exc
     log = tempfile.TemporaryFile(prefix="guards-native-build-")  # noqa: SIM115  # see result()
     try:
         process = subprocess.Popen(background_command(plan), stdin=subprocess.DEVNULL,
                                    stdout=log, stderr=log, close_fds=True,
-                                   start_new_session=True)
+                                   cwd=plan.path.parent, start_new_session=True)
     except OSError as exc:
         log.close()
         raise NativeBuildError(f"cannot start the background build: {exc}") from exc
