@@ -222,10 +222,10 @@ def test_sync_mode_waits_for_the_build(native_file: pathlib.Path, fresh_loader: 
     compiler, _ = _gated(tmp_path, native_file, monkeypatch)
     t, tree = _tensor_tree()
     opened = threading.Timer(1.0, compiler.release)
+    start = time.monotonic()
     opened.start()
     try:
         with patch_config(native=NATIVE_SYNC):
-            start = time.monotonic()
             guard = compile_guard(tree)
             waited = time.monotonic() - start
     finally:
