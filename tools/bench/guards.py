@@ -323,7 +323,7 @@ def main(argv: list[str]) -> int:
     batches = 60 if quick else 400
     print(f"load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())} "
           f"on {os.cpu_count()} cores")
-    have_native = load_native() is not None
+    have_native = load_native(wait=True) is not None
     print(f"native checker: {native_status()}")
     a = torch.ones(1)
     c = torch.ones(1)
