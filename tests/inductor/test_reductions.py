@@ -127,3 +127,13 @@ def test_row_statistics_hoisted_out_of_the_inner_loop() -> None:
     loop_indents = {len(ln) - len(ln.lstrip()) for ln in lines if "for (int64_t p0" in ln}
     sqrt_indents = {len(ln) - len(ln.lstrip()) for ln in lines if "std::sqrt" in ln}
     assert sqrt_indents and sqrt_indents <= loop_indents
+
+
+def test_row_arrays_with_gathered_rows() -> None:
+    # NOTE: softmax over rows gathered with a tensor index, and two softmaxes of different
+    # gathers in one group: a row array is only shared by equal values.
+    x = torch.randn(10, 24)
+    i = torch.tensor([3, 1, 4, 1, 5, 9])
+    j = torch.tensor([2, 6, 5, 3, 5, 8])
+    run_and_compare(lambda t, a, b: (t[a].softmax(-1), t[a].softmax(-1) + t[b].softmax(-1)),
+                    [x, i, j], atol=1e-6, rtol=1e-5)

@@ -16,6 +16,7 @@ import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 import torch
 
 from inductor.codegen.ops import Ref
+from inductor.codegen.row_cache import RowCache, dead_ops
 from inductor.ir.loop_body import LoopBody, LoopOp
 from inductor.ir.nodes import Buffer, ComputedBuffer
 from inductor.scheduler.fusion import FusedGroup, inner_symbol, outer_symbol, split_node
@@ -157,10 +158,8 @@ class KernelGen:
         self.locals: dict[str, str] = {}
         # NOTE: while emitting one piece of a split innermost loop: (symbol, start, end)
         self._piece: tuple[sympy.Symbol, int, int] | None = None
-        # NOTE: per-element values of a reduction kept for later nodes (_plan_row_cache)
-        self._cached: dict[object, tuple[str, int, torch.dtype]] = {}
-        self._row_owner: dict[object, str] = {}
-        self._row_users: dict[str, set[object]] = {}
+        # NOTE: per-element values of a reduction kept for later nodes (row_cache.py)
+        self._row_cache = RowCache(group, parallel_reduction=True)
         writes = group.writes()
         for n in group.nodes:
             assert n.body is not None
@@ -284,8 +283,8 @@ class KernelGen:
         # (a simd reduction over gathers reorders the adds: results drift from eager).
         in_order = red is not None and _strided_float_reduction(body, red, sp.subs, len(inner))
         hoisted = self._invariant(loop_ops, subs, len(inner)) if all(inner) else set()
-        rows = self._rows_of(n, hoisted)
-        dead = _dead(body.ops, rows)
+        rows = self._row_cache.rows_of(n, hoisted)
+        dead = dead_ops(body.ops, rows)
         self._ops(w, loop_ops, 0, subs, only=hoisted - dead)
         for j, size in enumerate(inner):
             last = j == len(inner) - 1
@@ -342,62 +341,6 @@ class KernelGen:
             self._ops(w, after_ops, red_pos + 1, subs)
         w.close()
 
-    def _value_keys(self, n: ComputedBuffer) -> list[object] | None:
-        """A structural key per op of a node with one inner loop (loads by buffer and
-        substituted index, Refs by their op's key), equal across nodes for equal values;
-        None for other nodes."""
-        assert n.body is not None
-        sp = split_node(n.body, self.group.outer)
-        if sp is None or len(sp.inner_ranges) != 1:
-            return None
-        subs = dict(sp.subs)
-        keys: list[object] = []
-        for op in n.body.ops:
-            parts: list[object] = [op.kind, op.dtype]
-            for a in op.args:
-                if isinstance(a, Ref):
-                    parts.append(("ref", keys[a.id]))
-                elif isinstance(a, sympy.Expr):
-                    parts.append(("expr", _sub(a, subs)))
-                else:
-                    parts.append(("const", repr(a), type(a).__name__))
-            keys.append(tuple(parts))
-        return keys
-
-    def _plan_row_cache(self) -> dict[object, tuple[str, int, torch.dtype]]:
-        """Values a reduction computes per element (in its one inner loop) that a later
-        node of the group computes again at the same element (softmax: `exp(x - max)` in
-        the sum and in the normalization): each is kept in a stack array of the row while
-        the reduction runs and loaded by the later node instead of recomputed (as ATen's
-        softmax writes the exponentials once). Only values computed with a transcendental
-        or a division, over rows of at most `_ROW_CACHE_MAX` elements."""
-        out: dict[object, tuple[str, int, torch.dtype]] = {}
-        nodes = self.group.nodes
-        all_keys = [self._value_keys(n) for n in nodes]
-        for i, n in enumerate(nodes):
-            keys = all_keys[i]
-            assert n.body is not None
-            red = next((op for op in n.body.ops if op.kind == "reduction"), None)
-            if keys is None or red is None or not isinstance(red.args[1], Ref):
-                continue
-            inner = split_node(n.body, self.group.outer)
-            assert inner is not None
-            if inner.inner_ranges[0] > _ROW_CACHE_MAX or inner.inner_ranges[0] < 1:
-                continue
-            v = red.args[1]
-            key = keys[v.id]
-            if key in out or not _expensive(n.body.ops, v.id):
-                continue
-            users = [j for j, k in enumerate(all_keys) if j > i and k is not None
-                     and key in k[:_first_reduction(nodes[j])]
-                     and _inner_ranges(nodes[j], self.group.outer) == inner.inner_ranges]
-            if users and v.dtype in (torch.float32, torch.float64) and _varies(key):
-                out[key] = (f"row{len(out)}", inner.inner_ranges[0], v.dtype)
-                self._row_owner[key] = n.name
-                for j in users:
-                    self._row_users.setdefault(nodes[j].name, set()).add(key)
-        return out
-
     def _invariant(self, ops_: tuple[LoopOp, ...], subs: dict[sympy.Symbol, sympy.Expr],
                    n_inner: int) -> set[int]:
         """Ids of the ops whose value does not change in the inner loops (loads at the
@@ -446,24 +389,6 @@ class KernelGen:
             stack += [a.id for a in body_ops[i].args if isinstance(a, Ref)]
         for i in sorted(needed):
             self._ops(w, (body_ops[i],), i, subs)
-
-    def _rows_of(self, n: ComputedBuffer, hoisted: set[int]) -> dict[int, tuple[str, bool]]:
-        """Op id -> (row array, whether this node stores it (else loads it))."""
-        if not self._cached:
-            return {}
-        keys = self._value_keys(n)
-        if keys is None:
-            return {}
-        out: dict[int, tuple[str, bool]] = {}
-        loads = self._row_users.get(n.name, set())
-        for i, k in enumerate(keys):
-            if k not in self._cached or i in hoisted:
-                continue
-            if self._row_owner.get(k) == n.name:
-                out.setdefault(i, (self._cached[k][0], True))
-            elif k in loads:
-                out[i] = (self._cached[k][0], False)
-        return out
 
     def _ops(self, w: _Writer, ops_: tuple[LoopOp, ...], start: int,
              subs: dict[sympy.Symbol, sympy.Expr], *, skip: set[int] | None = None,
@@ -568,10 +493,8 @@ class KernelGen:
     def _loop_body(self, w: _Writer, parallel_reduction: bool) -> None:
         for name, loc in self.locals.items():
             w.line(f"{ctype(_compute(self.buffers[name].dtype))} {loc};")
-        self._row_owner = {}
-        self._row_users = {}
-        self._cached = {} if parallel_reduction else self._plan_row_cache()
-        for key, (arr, size, dtype) in self._cached.items():
+        self._row_cache = RowCache(self.group, parallel_reduction=parallel_reduction)
+        for arr, size, dtype in self._row_cache.arrays():
             w.line(f"{ctype(dtype)} {arr}[{size}];")
         for n in self.group.nodes:
             self._node(w, n, parallel_reduction)
@@ -808,67 +731,6 @@ def _inner_numel(n: ComputedBuffer, outer: tuple[int, ...]) -> int:
     assert n.body is not None
     sp = split_node(n.body, outer)
     return math.prod(sp.inner_ranges) if sp is not None else 1
-
-
-_ROW_CACHE_MAX = 4096
-_EXPENSIVE = frozenset({"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh",
-                        "erf", "erfc", "sigmoid", "pow", "truediv", "sin", "cos", "tan",
-                        "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
-                        "sqrt", "rsqrt", "reciprocal", "lgamma", "atan2", "hypot"})
-
-
-def _expensive(ops_: tuple[LoopOp, ...], ref: int) -> bool:
-    """Whether the value of op `ref` is computed with a transcendental or a division."""
-    stack, seen = [ref], set()
-    while stack:
-        i = stack.pop()
-        if i in seen:
-            continue
-        seen.add(i)
-        if ops_[i].kind in _EXPENSIVE:
-            return True
-        stack += [a.id for a in ops_[i].args if isinstance(a, Ref)]
-    return False
-
-
-def _varies(key: object) -> bool:
-    """Whether a value key (`KernelGen._value_keys`) reads the inner loop's symbol."""
-    p = inner_symbol(0)
-    if isinstance(key, tuple):
-        if len(key) == 2 and key[0] == "expr" and isinstance(key[1], sympy.Expr):
-            return bool(key[1].has(p))
-        return any(_varies(k) for k in key)
-    return False
-
-
-def _dead(ops_: tuple[LoopOp, ...], rows: dict[int, tuple[str, bool]]) -> set[int]:
-    """Ops needed only to compute values now loaded from a row array."""
-    if not any(not stores for _, stores in rows.values()):
-        return set()
-    live: set[int] = set()
-    stack = [i for i, op in enumerate(ops_)
-             if op.kind in ("store", "store_reduction", "reduction")]
-    while stack:
-        i = stack.pop()
-        if i in live:
-            continue
-        live.add(i)
-        if i in rows and not rows[i][1]:
-            continue
-        stack += [a.id for a in ops_[i].args if isinstance(a, Ref)]
-    return set(range(len(ops_))) - live
-
-
-def _first_reduction(n: ComputedBuffer) -> int:
-    assert n.body is not None
-    return next((i for i, op in enumerate(n.body.ops) if op.kind == "reduction"),
-                len(n.body.ops))
-
-
-def _inner_ranges(n: ComputedBuffer, outer: tuple[int, ...]) -> tuple[int, ...] | None:
-    assert n.body is not None
-    sp = split_node(n.body, outer)
-    return None if sp is None else tuple(sp.inner_ranges)
 
 
 def _strided_float_reduction(body: LoopBody, red: LoopOp,

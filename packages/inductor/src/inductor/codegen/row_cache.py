@@ -1,0 +1,176 @@
+"""Row arrays: a value a reduction computes per element of its row, kept for the later
+nodes of its fused group that compute it again (softmax: `exp(x - max)` in the sum and in
+the normalization), as ATen's softmax writes the exponentials once.
+
+In: a fused group. Out: the arrays to declare at each outer point, and per node which ops
+store into or load from them (`KernelGen._node` emits them).
+"""
+
+from __future__ import annotations
+
+import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
+import torch
+
+from inductor.codegen.ops import Ref
+from inductor.ir.loop_body import LoopOp
+from inductor.ir.nodes import ComputedBuffer
+from inductor.scheduler.fusion import FusedGroup, inner_symbol, split_node
+
+
+class RowCache:
+    """The row arrays of one fused group (none for a reduction split across threads)."""
+
+    def __init__(self, group: FusedGroup, *, parallel_reduction: bool) -> None:
+        self.group = group
+        self.owner: dict[object, str] = {}
+        self.users: dict[str, set[object]] = {}
+        self.cached: dict[object, tuple[str, int, torch.dtype]] = (
+            {} if parallel_reduction else self._plan_row_cache())
+
+    def arrays(self) -> list[tuple[str, int, torch.dtype]]:
+        """(name, size, dtype) of each array to declare at the outer point."""
+        return list(self.cached.values())
+
+    def _value_keys(self, n: ComputedBuffer) -> list[object] | None:
+        """A structural key per op of a node with one inner loop (loads by buffer and
+        substituted index, Refs by their op's key), equal across nodes for equal values;
+        None for other nodes."""
+        assert n.body is not None
+        sp = split_node(n.body, self.group.outer)
+        if sp is None or len(sp.inner_ranges) != 1:
+            return None
+        subs = dict(sp.subs)
+        keys: list[object] = []
+        for i, op in enumerate(n.body.ops):
+            parts: list[object] = [op.kind, op.dtype]
+            for a in op.args:
+                if isinstance(a, Ref):
+                    parts.append(("ref", keys[a.id]))
+                elif isinstance(a, sympy.Expr):
+                    parts.append(("expr", _sub(a, subs)))
+                    if any(str(s).startswith("tmp") for s in a.free_symbols):
+                        # NOTE: an indirect index names this node's own ops: never equal
+                        # to another node's value.
+                        parts.append(("node", n.name, i))
+                else:
+                    parts.append(("const", repr(a), type(a).__name__))
+            keys.append(tuple(parts))
+        return keys
+
+    def _plan_row_cache(self) -> dict[object, tuple[str, int, torch.dtype]]:
+        """Values a reduction computes per element (in its one inner loop) that a later
+        node of the group computes again at the same element (softmax: `exp(x - max)` in
+        the sum and in the normalization): each is kept in a stack array of the row while
+        the reduction runs and loaded by the later node instead of recomputed (as ATen's
+        softmax writes the exponentials once). Only values computed with a transcendental
+        or a division, over rows of at most `_ROW_CACHE_MAX` elements."""
+        out: dict[object, tuple[str, int, torch.dtype]] = {}
+        nodes = self.group.nodes
+        all_keys = [self._value_keys(n) for n in nodes]
+        for i, n in enumerate(nodes):
+            keys = all_keys[i]
+            assert n.body is not None
+            red = next((op for op in n.body.ops if op.kind == "reduction"), None)
+            if keys is None or red is None or not isinstance(red.args[1], Ref):
+                continue
+            inner = split_node(n.body, self.group.outer)
+            assert inner is not None
+            if inner.inner_ranges[0] > _ROW_CACHE_MAX or inner.inner_ranges[0] < 1:
+                continue
+            v = red.args[1]
+            key = keys[v.id]
+            if key in out or not _expensive(n.body.ops, v.id):
+                continue
+            users = [j for j, k in enumerate(all_keys) if j > i and k is not None
+                     and key in k[:_first_reduction(nodes[j])]
+                     and _inner_ranges(nodes[j], self.group.outer) == inner.inner_ranges]
+            if users and v.dtype in (torch.float32, torch.float64) and _varies(key):
+                out[key] = (f"row{len(out)}", inner.inner_ranges[0], v.dtype)
+                self.owner[key] = n.name
+                for j in users:
+                    self.users.setdefault(nodes[j].name, set()).add(key)
+        return out
+
+    def rows_of(self, n: ComputedBuffer, hoisted: set[int]) -> dict[int, tuple[str, bool]]:
+        """Op id -> (row array, whether this node stores it (else loads it))."""
+        if not self.cached:
+            return {}
+        keys = self._value_keys(n)
+        if keys is None:
+            return {}
+        out: dict[int, tuple[str, bool]] = {}
+        loads = self.users.get(n.name, set())
+        for i, k in enumerate(keys):
+            if k not in self.cached or i in hoisted:
+                continue
+            if self.owner.get(k) == n.name:
+                out.setdefault(i, (self.cached[k][0], True))
+            elif k in loads:
+                out[i] = (self.cached[k][0], False)
+        return out
+
+
+
+_ROW_CACHE_MAX = 4096
+_EXPENSIVE = frozenset({"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh",
+                        "erf", "erfc", "sigmoid", "pow", "truediv", "sin", "cos", "tan",
+                        "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
+                        "sqrt", "rsqrt", "reciprocal", "lgamma", "atan2", "hypot"})
+
+
+def _expensive(ops_: tuple[LoopOp, ...], ref: int) -> bool:
+    """Whether the value of op `ref` is computed with a transcendental or a division."""
+    stack, seen = [ref], set()
+    while stack:
+        i = stack.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        if ops_[i].kind in _EXPENSIVE:
+            return True
+        stack += [a.id for a in ops_[i].args if isinstance(a, Ref)]
+    return False
+
+
+def _varies(key: object) -> bool:
+    """Whether a value key (`RowCache._value_keys`) reads the inner loop's symbol."""
+    p = inner_symbol(0)
+    if isinstance(key, tuple):
+        if len(key) == 2 and key[0] == "expr" and isinstance(key[1], sympy.Expr):
+            return bool(key[1].has(p))
+        return any(_varies(k) for k in key)
+    return False
+
+
+def dead_ops(ops_: tuple[LoopOp, ...], rows: dict[int, tuple[str, bool]]) -> set[int]:
+    """Ops needed only to compute values now loaded from a row array."""
+    if not any(not stores for _, stores in rows.values()):
+        return set()
+    live: set[int] = set()
+    stack = [i for i, op in enumerate(ops_)
+             if op.kind in ("store", "store_reduction", "reduction")]
+    while stack:
+        i = stack.pop()
+        if i in live:
+            continue
+        live.add(i)
+        if i in rows and not rows[i][1]:
+            continue
+        stack += [a.id for a in ops_[i].args if isinstance(a, Ref)]
+    return set(range(len(ops_))) - live
+
+
+def _first_reduction(n: ComputedBuffer) -> int:
+    assert n.body is not None
+    return next((i for i, op in enumerate(n.body.ops) if op.kind == "reduction"),
+                len(n.body.ops))
+
+
+def _inner_ranges(n: ComputedBuffer, outer: tuple[int, ...]) -> tuple[int, ...] | None:
+    assert n.body is not None
+    sp = split_node(n.body, outer)
+    return None if sp is None else tuple(sp.inner_ranges)
+
+
+def _sub(expr: sympy.Expr, subs: dict[sympy.Symbol, sympy.Expr]) -> sympy.Expr:
+    return sympy.expand(expr.xreplace(subs))
