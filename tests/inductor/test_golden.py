@@ -107,8 +107,9 @@ buf2: size=(32, 100) stride=(100, 1) float32
     tmp2 = sub(tmp0, tmp1)  # float32
     tmp3 = exp(tmp2)  # float32
     tmp4 = load('buf1', i0)  # float32
-    tmp5 = truediv(tmp3, tmp4)  # float32
-    store('buf2', 100*i0 + i1, tmp5)
+    tmp5 = reciprocal(tmp4)  # float32
+    tmp6 = mul(tmp3, tmp5)  # float32
+    store('buf2', 100*i0 + i1, tmp6)
 # schedule
 step0: kernel outer=(32,) nodes=['buf0', 'buf1', 'buf2'] local=['buf0', 'buf1']
 # wrapper
@@ -158,12 +159,13 @@ extern "C" void kernel0(const float* __restrict__ in_ptr0, float* __restrict__ o
         // buf2
         {
             float tmp4 = loc1;
+            float tmp5 = (1 / tmp4);
             #pragma omp simd
             for (int64_t p0 = 0; p0 < 100; ++p0)
             {
                 float tmp3 = row0[p0];
-                float tmp5 = (tmp3 / tmp4);
-                out_ptr0[(p0 + 100*x0)] = tmp5;
+                float tmp6 = (tmp3 * tmp5);
+                out_ptr0[(p0 + 100*x0)] = tmp6;
             }
         }
     }
