@@ -204,19 +204,21 @@ class AtenTracer(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: 
             self._bind_sizes(expr.free_symbols)
             self._assert_node(expr, msg)
 
+    def _emit_on_fakes(self, target: Any, args: tuple[Any, ...],
+                       kwargs: dict[str, Any]) -> fx.Node:
+        """Record `target(*args)` and annotate it by running it on the arguments' fakes."""
+        node = self.graph.call_function(target, args, kwargs)
+        examples = tree_map(
+            lambda a: a.meta["example_value"] if isinstance(a, fx.Node) else a, args)
+        with self.fake_mode:
+            self._annotate(node, target(*examples, **kwargs))
+        return node
+
     def _assert_node(self, expr: Any, msg: str) -> None:
         from aotgrad.symbolic import UnsupportedExpression, condition_node
 
-        def emit(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> fx.Node:
-            node = self.graph.call_function(target, args, kwargs)
-            examples = tree_map(
-                lambda a: a.meta["example_value"] if isinstance(a, fx.Node) else a, args)
-            with self.fake_mode:
-                self._annotate(node, target(*examples, **kwargs))
-            return node
-
         try:
-            condition = condition_node(expr, self._sym_nodes, emit)
+            condition = condition_node(expr, self._sym_nodes, self._emit_on_fakes)
         except UnsupportedExpression as exc:
             raise TraceError(f"cannot record the runtime check {expr} ({exc})") from exc
         text = f"runtime check failed: {expr}" + (f" ({msg})" if msg else "")
@@ -229,14 +231,10 @@ class AtenTracer(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: 
         from aotgrad.symbolic import UnsupportedExpression, expression_node
 
         def emit(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> fx.Node:
+            if target is not torch.ops.aten._local_scalar_dense.default:
+                return self._emit_on_fakes(target, args, kwargs)
             node = self.graph.call_function(target, args, kwargs)
-            if target is torch.ops.aten._local_scalar_dense.default:
-                self._annotate(node, value)
-                return node
-            examples = tree_map(
-                lambda a: a.meta["example_value"] if isinstance(a, fx.Node) else a, args)
-            with self.fake_mode:
-                self._annotate(node, target(*examples, **kwargs))
+            self._annotate(node, value)
             return node
 
         try:
