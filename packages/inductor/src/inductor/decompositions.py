@@ -52,6 +52,8 @@ def _softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
     # torch's decomposition divides by the sum. Multiplying is what eager rounds like (more
     # elements equal bit for bit) and spares a vector division per element (the attention
     # block's masked softmax: 280 -> 235 us on one core).
+    if x.numel() == 0:
+        return NotImplemented  # type: ignore[no-any-return]  # no max over an empty dim: keep the op
     low = x.dtype in (torch.float16, torch.bfloat16)
     xc = x.contiguous().to(torch.float32) if low else x.contiguous()
     unnormalized = torch.exp(xc - torch.amax(xc, dim, keepdim=True))

@@ -30,6 +30,27 @@ def _reinterpret(t: torch.Tensor, size: tuple[int, ...], stride: tuple[int, ...]
     return t.as_strided(size, stride, t.storage_offset() + offset)
 
 
+def _match_layout(t: torch.Tensor, size: tuple[int, ...], stride: tuple[int, ...],
+                  op: str) -> torch.Tensor:
+    """`t` in the layout the kernels were generated for (`size`, `stride`).
+
+    NOTE: generated kernels index an extern op's output with the strides its meta function
+    promised; some ATen meta functions disagree with their kernels (torch 2.11's
+    `_fft_r2c`), so a differing output is copied into the promised layout. A different size
+    cannot be repaired: it raises rather than computing on the wrong elements.
+    """
+    if tuple(t.shape) != size:
+        raise RuntimeError(
+            f"inductor: the ATen op {op} returned a tensor of size {tuple(t.shape)}, but its "
+            f"meta function gave {size} when the graph was compiled; the compiled kernels "
+            "would read the wrong elements")
+    if all(n <= 1 or a == b for n, a, b in zip(size, t.stride(), stride)):
+        return t
+    out = torch.empty_strided(size, stride, dtype=t.dtype, device=t.device)
+    out.copy_(t)
+    return out
+
+
 _VF = torch._C._VariableFunctions
 # NOTE: extern ops called through torch's own Python binding instead of the OpOverload: the
 # binding parses arguments in C++ (~3 us less per call than `OpOverload.__call__`). Only ops
@@ -77,11 +98,13 @@ class WrapperGen:
         self.kernels = kernels
         self.outputs = outputs
         self.ns: dict[str, Any] = {"empty_strided": torch.empty_strided,
-                                   "reinterpret": _reinterpret, "torch": torch}
+                                   "reinterpret": _reinterpret, "torch": torch,
+                                   "match_layout": _match_layout}
         self.ns.update(constants)
         self.lines: list[str] = []
         self._const_count = 0
         self.allocated: set[str] = set()  # buffers allocated by the wrapper (offset 0)
+        self.strided_reads = self._strided_reads()
 
     # -- rendering values --------------------------------------------------------------
     def constant(self, value: object) -> str:
@@ -122,6 +145,27 @@ class WrapperGen:
             inner = ", ".join(self.arg(v) for v in value)
             return f"({inner},)" if len(value) == 1 else f"({inner})"
         return self.constant(value)
+
+    def _strided_reads(self) -> set[str]:
+        """Buffers whose strides the generated code relies on: read by a kernel, or viewed
+        by a `reinterpret`/`as_strided` (a whole-buffer argument or output does not)."""
+        names: set[str] = set()
+
+        def walk(value: object) -> None:
+            if isinstance(value, BufferView) and not value.is_whole_buffer():
+                names.add(value.buffer.name)
+            elif isinstance(value, (list, tuple)):
+                for v in value:
+                    walk(v)
+
+        for step in self.steps:
+            if isinstance(step, FusedGroup):
+                names |= step.reads() - step.local
+            else:
+                walk(step.args)
+                walk(list(step.kwargs.values()))
+        walk(self.outputs)
+        return names
 
     # -- liveness ----------------------------------------------------------------------
     def _uses(self) -> tuple[dict[str, int], set[str]]:
@@ -207,12 +251,21 @@ class WrapperGen:
         outs = step.outputs
         if len(outs) == 1 and outs[0].path == ():
             self.lines.append(f"    {outs[0].name} = {call}")
-            return
-        self.lines.append(f"    {step.name} = {call}")
+        else:
+            self.lines.append(f"    {step.name} = {call}")
+            for o in outs:
+                sub = "".join(f"[{i}]" for i in o.path)
+                self.lines.append(f"    {o.name} = {step.name}{sub}")
+            self.lines.append(f"    del {step.name}")
+        if step.op in _DIRECT_EXTERNS:
+            return  # matmuls and convolutions: fresh outputs in their meta layout
         for o in outs:
-            sub = "".join(f"[{i}]" for i in o.path)
-            self.lines.append(f"    {o.name} = {step.name}{sub}")
-        self.lines.append(f"    del {step.name}")
+            if o.name in self.strided_reads:
+                size, stride = o.layout.size, o.layout.stride
+                self.lines.append(
+                    f"    if {o.name}.stride() != {stride!r} or {o.name}.shape != {size!r}: "
+                    f"{o.name} = match_layout({o.name}, {size!r}, {stride!r}, "
+                    f"{str(step.op)!r})")
 
 
 def _key(lay: Layout) -> tuple[Any, ...]:
