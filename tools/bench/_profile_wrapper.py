@@ -1,6 +1,8 @@
 """Time every line of the generated wrappers of one zoo model (helper, not a benchmark).
 
-    python tools/bench/_profile_wrapper.py MODEL infer|train
+    python tools/bench/_profile_wrapper.py MODEL infer|train [ROWS] [--source]
+
+ROWS lines per graph, slowest first (default 12); --source also prints the kernels' C++.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ def instrument(source: str) -> tuple[str, list[str]]:
     return "\n".join(out) + "\n", labels
 
 
-def main(name: str, train: bool) -> None:
+def main(name: str, train: bool, rows: int, source: bool) -> None:
     import aotgrad
     from inductor.decompositions import decomposition_table
     from inductor.pipeline import CompiledGraph, compile_aten
@@ -66,10 +68,14 @@ def main(name: str, train: bool) -> None:
     for g, (_, labels, times) in enumerate(graphs):
         total = sum(times) / n * 1e3
         print(f"graph{g}: {total:.3f} ms in wrapper lines")
-        ranked = sorted(zip(times, labels), reverse=True)[:12]
+        ranked = sorted(zip(times, labels), reverse=True)[:rows]
         for t, label in ranked:
             print(f"  {t / n * 1e3:8.3f} ms  {label}")
+    if source:
+        for c, _, _ in graphs:
+            print(c.output_code())
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2] == "train")
+    rest = [a for a in sys.argv[3:] if a != "--source"]
+    main(sys.argv[1], sys.argv[2] == "train", int(rest[0]) if rest else 12, "--source" in sys.argv)
