@@ -95,7 +95,8 @@ def aten_only_reason(gm: torch.fx.GraphModule, example_inputs: Sequence[object])
     Values with data-dependent sizes or contents (unbacked symbols: `nonzero`, `unique`,
     `item`, `masked_select`) have no static layout for buffers and loops, and sparse
     tensors have no strides; such graphs are run by their ATen ops (each one an extern
-    call), never refused.
+    call), never refused. So are graphs with tensors on another device than the CPU (the
+    generated kernels are C++ for the CPU; there is no GPU code generation).
     """
     values: list[object] = list(example_inputs)
     values += [node.meta.get("example_value", node.meta.get("val")) for node in gm.graph.nodes]
@@ -103,6 +104,9 @@ def aten_only_reason(gm: torch.fx.GraphModule, example_inputs: Sequence[object])
         for leaf in pytree.tree_leaves(v):
             if isinstance(leaf, torch.Tensor) and leaf.layout != torch.strided:
                 return f"a {leaf.layout} tensor"
+            if isinstance(leaf, torch.Tensor) and leaf.device.type != "cpu":
+                # NOTE: kernels are C++ for the CPU; handing them a GPU pointer would crash.
+                return f"a tensor on {leaf.device} (kernels are generated for the CPU only)"
             if isinstance(leaf, _SYMBOLIC) and free_unbacked_symbols(leaf):
                 return "data-dependent sizes or values (unbacked symbols)"
     return None

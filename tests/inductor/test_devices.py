@@ -1,0 +1,41 @@
+"""Graphs with tensors on a device other than the CPU run op by op in ATen: the generated
+kernels are C++ for the CPU, and a GPU (or meta) pointer handed to one would crash the
+process. The meta device stands in for CUDA on machines without a GPU."""
+
+from __future__ import annotations
+
+import compiler
+import pytest
+import torch
+
+
+def test_graph_creating_tensors_on_another_device_runs_in_aten() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.full_like(x, 2.0, device="meta") * 3
+
+    compiler.reset()
+    out = compiler.compile(f, backend="inductor", fullgraph=True)(torch.randn(5))
+    assert out.device.type == "meta"
+    assert out.shape == (5,)
+
+
+def test_graph_with_inputs_on_another_device_runs_in_aten() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return (x * 2).sum(0)
+
+    compiler.reset()
+    out = compiler.compile(f, backend="inductor", fullgraph=True)(
+        torch.empty(4, 3, device="meta"))
+    assert out.device.type == "meta"
+    assert out.shape == (3,)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (the GPU box runs it)")
+def test_cuda_graph_matches_eager() -> None:
+    x = torch.randn(64, 32, device="cuda")
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(torch.zeros_like(x) + x * 2, -1)
+
+    compiler.reset()
+    torch.testing.assert_close(compiler.compile(f, backend="inductor")(x), f(x))
