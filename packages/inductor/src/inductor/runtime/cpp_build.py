@@ -56,7 +56,24 @@ def compile_flags() -> list[str]:
              "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=off", "-w"]
     if config.options.march_native:
         flags.append("-march=native")
+        if _cpu_has_avx512():
+            # NOTE: g++ tunes Intel AVX-512 CPUs (sapphirerapids) to 256-bit vectors; the
+            # kernels' exp/erf polynomials are compute-bound there and ATen's own kernels
+            # use 512-bit ones (the attention block's exp: 2.8x slower than eager at 256).
+            flags.append("-mprefer-vector-width=512")
     return flags
+
+
+@functools.cache
+def _cpu_has_avx512() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return "avx512f" in line.split()
+    except OSError:
+        pass
+    return False
 
 
 def _cache_dir() -> Path:
