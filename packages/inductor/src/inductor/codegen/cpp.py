@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 import torch
 
+from inductor.codegen.loop_split import fold_divisor, split_divisor, split_symbols
 from inductor.codegen.ops import Ref
 from inductor.codegen.row_cache import RowCache, dead_ops
 from inductor.ir.loop_body import LoopBody, LoopOp
@@ -158,6 +159,8 @@ class KernelGen:
         self.locals: dict[str, str] = {}
         # NOTE: while emitting one piece of a split innermost loop: (symbol, start, end)
         self._piece: tuple[sympy.Symbol, int, int] | None = None
+        # NOTE: while emitting an innermost loop split by a divisor (loop_split.py)
+        self._div: tuple[sympy.Symbol, int] | None = None
         # NOTE: per-element values of a reduction kept for later nodes (row_cache.py)
         self._row_cache = RowCache(group, parallel_reduction=True)
         writes = group.writes()
@@ -462,6 +465,7 @@ class KernelGen:
                 par_loops = 0
         parallel_reduction = (parallel and k == 0 and len(g.nodes) == 1)
         tile = self._transpose_tile(pure)
+        extra = 0  # scopes opened beyond one per outer loop
         if tile:
             self._tiled_loops(w, parallel)
         else:
@@ -483,11 +487,15 @@ class KernelGen:
                     for _ in range(len(g.outer) - 1):
                         w.close()
                     return
+                if last and pure:
+                    extra = self._open_innermost(w, sym, 0, size, pragma) - 1
+                    continue
                 if pragma:
                     w.line(pragma)
                 w.open(f"for (int64_t {sym} = 0; {sym} < {size}; ++{sym})")
         self._loop_body(w, parallel_reduction)
-        for _ in range(len(g.outer) + (2 if tile else 0)):
+        self._div = None
+        for _ in range(len(g.outer) + (2 if tile else 0) + extra):
             w.close()
 
     def _loop_body(self, w: _Writer, parallel_reduction: bool) -> None:
@@ -537,16 +545,62 @@ class KernelGen:
     def _split_loop(self, w: _Writer, sym: sympy.Symbol, pieces: list[tuple[int, int]],
                     pragma: str, parallel_reduction: bool) -> None:
         for start, end in pieces:
+            self._piece = (sym, start, end)
+            opened = self._open_innermost(w, sym, start, end, pragma)
+            self._loop_body(w, parallel_reduction)
+            self._piece = None
+            self._div = None
+            for _ in range(opened):
+                w.close()
+
+    def _open_innermost(self, w: _Writer, sym: sympy.Symbol, start: int, end: int,
+                        pragma: str) -> int:
+        """Open the innermost loop (split by a divisor where loop_split.py applies; not a
+        parallel one); returns how many scopes were opened."""
+        d = None
+        if pragma in ("", "#pragma omp simd"):
+            d = split_divisor(self._indices(), sym, start, end)
+        if d is None:
             if pragma:
                 w.line(pragma)
             w.open(f"for (int64_t {sym} = {start}; {sym} < {end}; ++{sym})")
-            self._piece = (sym, start, end)
-            self._loop_body(w, parallel_reduction)
-            self._piece = None
-            w.close()
+            return 1
+        outer, inner = split_symbols(sym)
+        w.open(f"for (int64_t {outer} = {start // d}; {outer} < {end // d}; ++{outer})")
+        if pragma:
+            w.line(pragma)
+        w.open(f"for (int64_t {inner} = 0; {inner} < {d}; ++{inner})")
+        w.line(f"const int64_t {sym} = {d}*{outer} + {inner};")
+        self._div = (sym, d)
+        return 2
+
+    def _indices(self) -> list[sympy.Expr]:
+        """Every load/store/index expression of the group, as emitted in the current piece."""
+        g = self.group
+        out: list[sympy.Expr] = []
+        for n in g.nodes:
+            assert n.body is not None
+            sp = split_node(n.body, g.outer)
+            assert sp is not None
+            for op in n.body.ops:
+                if op.kind in ("load", "store"):
+                    idx = op.args[1]
+                elif op.kind in ("index_expr", "rand"):
+                    idx = op.args[0] if op.kind == "index_expr" else op.args[1]
+                else:
+                    continue
+                assert isinstance(idx, sympy.Expr)
+                out.append(self._fold(_sub(idx, sp.subs)))
+        return out
 
     def _fold(self, expr: sympy.Expr) -> sympy.Expr:
         """Inside a piece of a split loop: clamps of its symbol become constants or go."""
+        expr = self._fold_clamps(expr)
+        if self._div is not None:
+            expr = fold_divisor(expr, *self._div)
+        return expr
+
+    def _fold_clamps(self, expr: sympy.Expr) -> sympy.Expr:
         if self._piece is None or not expr.has(Clamp):
             return expr
         sym, start, end = self._piece

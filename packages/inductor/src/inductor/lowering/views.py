@@ -230,10 +230,13 @@ def _cat(ctx: LoweringContext, tensors: Sequence[Any], dim: int = 0) -> Any:
     new = out_size(ctx)
     dim = normalize_dim(dim, len(new))
     parts = [t for t in tensors if not (len(t.size) == 1 and t.size[0] == 0)]
-    if len(parts) > 8 or (len(parts) >= _CAT_EXTERN_PARTS
+    innermost = dim == len(new) - 1
+    if len(parts) > 8 or (len(parts) >= _CAT_EXTERN_PARTS and not innermost
                           and math.prod(new) >= _CAT_EXTERN_NUMEL):
         # NOTE: the select chain loads every part at every element (gathers when a part is
         # a permuted view); with many parts over a large output ATen's copy per part wins.
+        # Along the innermost dim the C++ loop is split per part (`_clamp_pieces`), each
+        # piece loading only its own part, and the parts' producers fuse into the cat.
         return NotImplemented
     if not parts:
         from inductor.lowering.pointwise import _filled
