@@ -182,8 +182,8 @@ def _median_time(fn: Callable[[], Any], budget: float = 1.0, min_iters: int = 5)
     return statistics.median(times)
 
 
-def _paired_times(a: Callable[[], Any], b: Callable[[], Any], budget: float = 2.0,
-                  rounds: int = 5) -> tuple[float, float]:
+def _paired_times(a: Callable[[], Any], b: Callable[[], Any], budget: float = 3.0,
+                  rounds: int = 8) -> tuple[float, float]:
     """Per-call times of `a` and `b` measured in alternating rounds (a median per round,
     the best round kept), so load that comes and goes on the machine hits both alike."""
     best_a = best_b = math.inf

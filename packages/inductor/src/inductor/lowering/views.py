@@ -230,7 +230,7 @@ def _cat(ctx: LoweringContext, tensors: Sequence[Any], dim: int = 0) -> Any:
     new = out_size(ctx)
     dim = normalize_dim(dim, len(new))
     parts = [t for t in tensors if not (len(t.size) == 1 and t.size[0] == 0)]
-    innermost = dim == len(new) - 1
+    innermost = dim == len(new) - 1 and len(parts) <= 7  # codegen splits at <= 6 cuts
     if len(parts) > 8 or (len(parts) >= _CAT_EXTERN_PARTS and not innermost
                           and math.prod(new) >= _CAT_EXTERN_NUMEL):
         # NOTE: the select chain loads every part at every element (gathers when a part is
