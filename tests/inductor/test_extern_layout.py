@@ -72,3 +72,12 @@ def test_index_fill_gradient_with_repeated_indices() -> None:
     (got,) = torch.autograd.grad(_compiled(f)(x, v).sum(), v)  # type: ignore[operator]
     torch.testing.assert_close(got, expected)
     assert got.item() == 15.0
+
+
+def test_returned_extern_output_gets_the_promised_layout() -> None:
+    # NOTE: a forward graph's outputs include the tensors saved for the backward graph, whose
+    # kernels index them with the strides the forward's meta values promised.
+    out = _compiled(lambda x: torch.ops.inductor_test_layout.col_major(x))(  # type: ignore[operator]
+        torch.ones(5, 7))
+    assert out.stride() == (7, 1)
+    torch.testing.assert_close(out, torch.full((5, 7), 2.0))

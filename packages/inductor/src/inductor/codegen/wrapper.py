@@ -147,8 +147,9 @@ class WrapperGen:
         return self.constant(value)
 
     def _strided_reads(self) -> set[str]:
-        """Buffers whose strides the generated code relies on: read by a kernel, or viewed
-        by a `reinterpret`/`as_strided` (a whole-buffer argument or output does not)."""
+        """Buffers whose strides the generated code relies on: read by a kernel, viewed by a
+        `reinterpret`/`as_strided`, or returned (a saved tensor that the backward graph's
+        kernels read; a whole-buffer argument of another extern op does not)."""
         names: set[str] = set()
 
         def walk(value: object) -> None:
@@ -164,7 +165,9 @@ class WrapperGen:
             else:
                 walk(step.args)
                 walk(list(step.kwargs.values()))
-        walk(self.outputs)
+        for out in self.outputs:
+            if isinstance(out, BufferView):
+                names.add(out.buffer.name)
         return names
 
     # -- liveness ----------------------------------------------------------------------
