@@ -31,15 +31,19 @@ def _reinterpret(t: torch.Tensor, size: tuple[int, ...], stride: tuple[int, ...]
 
 
 def _match_layout(t: torch.Tensor, size: tuple[int, ...], stride: tuple[int, ...],
-                  op: str) -> torch.Tensor:
+                  op: str, strict: bool = True) -> torch.Tensor:
     """`t` in the layout the kernels were generated for (`size`, `stride`).
 
     NOTE: generated kernels index an extern op's output with the strides its meta function
     promised; some ATen meta functions disagree with their kernels (torch 2.11's
     `_fft_r2c`), so a differing output is copied into the promised layout. A different size
-    cannot be repaired: it raises rather than computing on the wrong elements.
+    cannot be repaired: it raises rather than computing on the wrong elements (`strict`),
+    or, for an output this graph only returns, is given back as it is (the workspace of
+    `mkldnn_rnn_layer`, whose meta size follows grad mode, goes whole to its backward op).
     """
     if tuple(t.shape) != size:
+        if not strict:
+            return t
         raise RuntimeError(
             f"inductor: the ATen op {op} returned a tensor of size {tuple(t.shape)}, but its "
             f"meta function gave {size} when the graph was compiled; the compiled kernels "
@@ -105,6 +109,7 @@ class WrapperGen:
         self._const_count = 0
         self.allocated: set[str] = set()  # buffers allocated by the wrapper (offset 0)
         self.strided_reads = self._strided_reads()
+        self.returned = {o.buffer.name for o in outputs if isinstance(o, BufferView)}
 
     # -- rendering values --------------------------------------------------------------
     def constant(self, value: object) -> str:
@@ -147,9 +152,9 @@ class WrapperGen:
         return self.constant(value)
 
     def _strided_reads(self) -> set[str]:
-        """Buffers whose strides the generated code relies on: read by a kernel, viewed by a
-        `reinterpret`/`as_strided`, or returned (a saved tensor that the backward graph's
-        kernels read; a whole-buffer argument of another extern op does not)."""
+        """Buffers whose strides the generated code relies on: read by a kernel or viewed by
+        a `reinterpret`/`as_strided` (a whole-buffer argument of another extern op, or an
+        output, is not; see `returned`)."""
         names: set[str] = set()
 
         def walk(value: object) -> None:
@@ -165,9 +170,7 @@ class WrapperGen:
             else:
                 walk(step.args)
                 walk(list(step.kwargs.values()))
-        for out in self.outputs:
-            if isinstance(out, BufferView):
-                names.add(out.buffer.name)
+        walk(self.outputs)
         return names
 
     # -- liveness ----------------------------------------------------------------------
@@ -263,12 +266,15 @@ class WrapperGen:
         if step.op in _DIRECT_EXTERNS:
             return  # matmuls and convolutions: fresh outputs in their meta layout
         for o in outs:
-            if o.name in self.strided_reads:
+            # NOTE: returned outputs include the tensors saved for the backward graph, whose
+            # kernels index them with the strides promised here.
+            strict = o.name in self.strided_reads
+            if strict or o.name in self.returned:
                 size, stride = o.layout.size, o.layout.stride
                 self.lines.append(
                     f"    if {o.name}.stride() != {stride!r} or {o.name}.shape != {size!r}: "
                     f"{o.name} = match_layout({o.name}, {size!r}, {stride!r}, "
-                    f"{str(step.op)!r})")
+                    f"{str(step.op)!r}{'' if strict else ', False'})")
 
 
 def _key(lay: Layout) -> tuple[Any, ...]:
