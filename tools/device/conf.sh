@@ -1,12 +1,7 @@
 # Device run: our inductor conformance on torch 2.11 (inference on cores 0-7, --grad on
 # 8-15), compared with torch.compile's results from the same machine (.devcarry/base), and
 # the GPU-only inductor test.
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>&1 | grep -v -i warn
-export PYTHONPATH=/tmp/site
-for p in guards capture aotgrad inductor compiler-api; do
-  python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --upgrade --target /tmp/ours ./packages/$p 2>&1 | grep -v -i warn
-done
-export PYTHONPATH=/tmp/site:/tmp/ours
+source tools/device/install.sh
 python3 -m guards.native > /dev/null 2>&1
 python3 -m pytest -q -p no:cacheprovider tests/inductor/test_devices.py 2>&1 | tail -2
 cd .devcarry

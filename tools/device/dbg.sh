@@ -1,9 +1,5 @@
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>&1 | grep -v -i warn
-export PYTHONPATH=/tmp/site
-for p in guards capture aotgrad inductor compiler-api; do
-  python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --target /tmp/ours ./packages/$p 2>&1 | grep -v -i warn
-done
-export PYTHONPATH=/tmp/site:/tmp/ours PYTHONFAULTHANDLER=1
+source tools/device/install.sh
+export PYTHONFAULTHANDLER=1
 cd .devcarry
 for n in 0 sync; do echo "== GUARDS_NATIVE=$n inductor"; GUARDS_NATIVE=$n timeout 120 python3 opinfo_conformance.py --compiler ours --backend inductor --ops '^(zeros_like|new_ones)$' -j 1 --verbose -o /tmp/a$n.json 2>&1 | grep -v -i "warn" | tail -30; done
 echo "== aot_eager"; timeout 100 python3 opinfo_conformance.py --compiler ours --backend aot_eager --ops '^(zeros_like)$' -j 1 -o /tmp/b.json 2>&1 | tail -3

@@ -1,10 +1,5 @@
 # Device run: zoo on cores 0,1; our inductor conformance (inference, --grad) on cores 2-15.
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>&1 | grep -v -i warn
-export PYTHONPATH=/tmp/site
-for p in guards capture aotgrad inductor compiler-api; do
-  python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --target /tmp/ours ./packages/$p 2>&1 | grep -v -i warn
-done
-export PYTHONPATH=/tmp/site:/tmp/ours:$PWD/tools/bench
+source tools/device/install.sh
 python3 -m guards.native > $OUT/native_build.log 2>&1 || echo "no guards.native main" >> $OUT/native_build.log
 cd .devcarry
 (INDUCTOR_CACHE_DIR=/tmp/ic1 timeout -s TERM 500 taskset -c 2-8 python3 opinfo_conformance.py --compiler ours --backend inductor -j 6 -o $OUT/ours-ind-f32.json > $OUT/conf-inf.log 2>&1 &)

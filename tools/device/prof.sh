@@ -1,11 +1,6 @@
 # Device run: attention-train profiles (cores 0,1, nothing else running), the torch-2.11
 # crash per sample, then our inductor conformance (inference, --grad) on cores 2-15.
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>&1 | grep -v -i warn
-export PYTHONPATH=/tmp/site
-for p in guards capture aotgrad inductor compiler-api; do
-  python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --target /tmp/ours ./packages/$p 2>&1 | grep -v -i warn
-done
-export PYTHONPATH=/tmp/site:/tmp/ours:$PWD/tools/bench
+source tools/device/install.sh
 python3 -m guards.native > $OUT/native_build.log 2>&1
 lscpu > $OUT/lscpu.txt
 cd tools/bench

@@ -1,11 +1,6 @@
 # Device run: attention-train profiles on cores 0,1 (steady state, wrapper lines, eager ops),
 # packed into $OUT/prof.tgz (the device returns at most 8 files).
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>&1 | grep -v -i warn
-export PYTHONPATH=/tmp/site
-for p in guards capture aotgrad inductor compiler-api; do
-  python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --upgrade --target /tmp/ours ./packages/$p 2>&1 | grep -v -i warn
-done
-export PYTHONPATH=/tmp/site:/tmp/ours:$PWD/tools/bench
+source tools/device/install.sh
 python3 -m guards.native > /dev/null 2>&1
 mkdir -p /tmp/p && cd tools/bench
 taskset -c 0,1 python3 _profile_steady.py ${1:-attention} train 30 > /tmp/p/steady.txt 2>&1

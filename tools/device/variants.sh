@@ -1,11 +1,6 @@
 # Device run: single-op micro timings and attention-train steady state under OpenMP /
 # compiler-flag variants, plus g++'s vectorization report for the kernels; all on cores 0,1.
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>&1 | grep -v -i warn
-export PYTHONPATH=/tmp/site
-for p in guards capture aotgrad inductor compiler-api; do
-  python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --upgrade --target /tmp/ours ./packages/$p 2>&1 | grep -v -i warn
-done
-export PYTHONPATH=/tmp/site:/tmp/ours:$PWD/tools/bench
+source tools/device/install.sh
 python3 -m guards.native > /dev/null 2>&1
 g++ --version | head -1; g++ -march=native -Q --help=target 2>/dev/null | grep -E "^\s+-march=|prefer-vector-width"
 for v in "X=1" "GOMP_SPINCOUNT=0" "INDUCTOR_MARCH_NATIVE=0" "OMP_WAIT_POLICY=active"; do

@@ -518,25 +518,14 @@ class KernelGen:
         sym = outer_symbol(g.k - 1)
         size = g.outer[-1]
         cuts: set[int] = set()
-        for n in g.nodes:
-            assert n.body is not None
-            sp = split_node(n.body, g.outer)
-            assert sp is not None
-            for op in n.body.ops:
-                if op.kind in ("load", "store"):
-                    idx = op.args[1]
-                elif op.kind == "index_expr":
-                    idx = op.args[0]
-                else:
+        for idx in self._group_indices():
+            for c in idx.atoms(Clamp):
+                x, lo, hi = c.args
+                off = x - sym
+                if sym not in x.free_symbols or not (off.is_Integer and lo.is_Integer
+                                                     and hi.is_Integer):
                     continue
-                assert isinstance(idx, sympy.Expr)
-                for c in _sub(idx, sp.subs).atoms(Clamp):
-                    x, lo, hi = c.args
-                    off = x - sym
-                    if sym not in x.free_symbols or not (off.is_Integer and lo.is_Integer
-                                                         and hi.is_Integer):
-                        continue
-                    cuts.update(int(b) for b in (lo - off, hi - off + 1) if 0 < int(b) < size)
+                cuts.update(int(b) for b in (lo - off, hi - off + 1) if 0 < int(b) < size)
         if not cuts or len(cuts) > 6:
             return []
         bounds = [0, *sorted(cuts), size]
@@ -576,6 +565,10 @@ class KernelGen:
 
     def _indices(self) -> list[sympy.Expr]:
         """Every load/store/index expression of the group, as emitted in the current piece."""
+        return [self._fold(idx) for idx in self._group_indices()]
+
+    def _group_indices(self) -> list[sympy.Expr]:
+        """Every load/store/index/rand-offset expression of the group over its outer loops."""
         g = self.group
         out: list[sympy.Expr] = []
         for n in g.nodes:
@@ -583,14 +576,14 @@ class KernelGen:
             sp = split_node(n.body, g.outer)
             assert sp is not None
             for op in n.body.ops:
-                if op.kind in ("load", "store"):
+                if op.kind in ("load", "store", "rand"):
                     idx = op.args[1]
-                elif op.kind in ("index_expr", "rand"):
-                    idx = op.args[0] if op.kind == "index_expr" else op.args[1]
+                elif op.kind == "index_expr":
+                    idx = op.args[0]
                 else:
                     continue
                 assert isinstance(idx, sympy.Expr)
-                out.append(self._fold(_sub(idx, sp.subs)))
+                out.append(_sub(idx, sp.subs))
         return out
 
     def _fold(self, expr: sympy.Expr) -> sympy.Expr:
