@@ -14,12 +14,7 @@ from torch.profiler import ProfilerActivity, profile
 
 
 def main(name: str, train: bool, rows: int) -> None:
-    torch.manual_seed(0)
-    m, inp = zoo.MODELS[name]()
-    if not train:
-        for p in m.parameters():
-            p.requires_grad_(False)
-    params = [p for p in m.parameters() if p.requires_grad]
+    m, inp, params = zoo.prepared(name, train)
     step = zoo._step(m, params, inp, train)
     for _ in range(10):
         step()

@@ -31,13 +31,8 @@ def _median(fn: Callable[[], Any], n: int = 200) -> float:
 def main(name: str, train: bool, rows: int) -> None:
     import capture
 
-    torch.manual_seed(0)
-    model, inputs = zoo.MODELS[name]()
+    model, inputs, params = zoo.prepared(name, train)
     model.train(False)
-    if not train:
-        for p in model.parameters():
-            p.requires_grad_(False)
-    params = [p for p in model.parameters() if p.requires_grad]
     ours = capture.optimize(model, backend="inductor")
 
     def forward(m: Callable[..., Any]) -> Callable[[], Any]:

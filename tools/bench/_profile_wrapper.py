@@ -49,12 +49,7 @@ def main(name: str, train: bool, rows: int, source: bool) -> None:
         graphs.append((c, labels, times))
         return ns["call"]
 
-    torch.manual_seed(0)
-    m, inp = zoo.MODELS[name]()
-    if not train:
-        for p in m.parameters():
-            p.requires_grad_(False)
-    params = [p for p in m.parameters() if p.requires_grad]
+    m, inp, params = zoo.prepared(name, train)
     cm = aotgrad.aot_module(m, comp, comp, partition_fn="min_cut",
                             decompositions=decomposition_table())
     step = zoo._step(cm, params, inp, train)

@@ -212,6 +212,18 @@ def _close(a: list[torch.Tensor], b: list[torch.Tensor], tol: float) -> bool:
     return True
 
 
+def prepared(name: str, train: bool) -> tuple[nn.Module, tuple[Any, ...],
+                                             list[torch.nn.Parameter]]:
+    """Model `name` built with seed 0, its inputs, and the parameters a training step updates
+    (none for inference: their requires_grad is turned off). For the profiling helpers."""
+    torch.manual_seed(0)
+    model, inputs = MODELS[name]()
+    if not train:
+        for p in model.parameters():
+            p.requires_grad_(False)
+    return model, inputs, [p for p in model.parameters() if p.requires_grad]
+
+
 def _step(model: Callable[..., Any], params: list[torch.nn.Parameter], inputs: tuple[Any, ...],
           train: bool) -> Callable[[], list[torch.Tensor]]:
     def run() -> list[torch.Tensor]:
