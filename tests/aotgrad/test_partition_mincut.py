@@ -92,3 +92,34 @@ def test_names_and_order_of_saved_values_match_between_graphs() -> None:
         for node in graph.graph.nodes:
             if node.op != "output":
                 assert "example_value" in node.meta
+
+
+def test_min_cut_saves_a_pointwise_value_a_matmul_reads_instead_of_recomputing_it() -> None:
+    # GELU's output feeds the second matmul: the forward writes it to memory anyway and its
+    # weight gradient reads it, so min_cut keeps it (as eager autograd does) rather than
+    # running erf again in the backward. GELU's input is kept for GELU's own derivative.
+    def fn(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> tuple[torch.Tensor]:
+        return ((torch.nn.functional.gelu(x @ w1) @ w2).sum(),)
+
+    x = torch.randn(8, 16)
+    w1, w2 = torch.randn(16, 32, requires_grad=True), torch.randn(32, 4, requires_grad=True)
+    joint, nfwd = trace_joint(fn, [x, w1, w2])
+    result = partition_min_cut(analyze(joint, nfwd))
+    assert not any("gelu" in str(n.target) for n in result.recomputed)
+    fw, bw = get_partitioner("min_cut")(joint, num_fwd_outputs=nfwd, config=PartitionConfig())
+    assert [n for n in bw.graph.nodes if str(n.target) == "aten.gelu.default"] == []
+    # x @ w1 and its GELU (or the GELU's transpose, the same bytes)
+    assert saved_bytes(fw, nfwd) == 2 * 8 * 32 * 4
+
+
+def test_min_cut_still_recomputes_a_pointwise_value_only_a_reduction_reads() -> None:
+    # a reduction fuses with the pointwise ops feeding it: nothing is materialized for it
+    def fn(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor]:
+        return ((x @ w).sigmoid().exp().sum(),)
+
+    x, w = torch.randn(8, 16), torch.randn(16, 16, requires_grad=True)
+    joint, nfwd = trace_joint(fn, [x, w])
+    fw, bw = get_partitioner("min_cut")(joint, num_fwd_outputs=nfwd, config=PartitionConfig())
+    assert saved_bytes(fw, nfwd) == 8 * 16 * 4  # x @ w or its sigmoid; exp is redone
+    bw_ops = {str(n.target) for n in bw.graph.nodes if n.op == "call_function"}
+    assert "aten.exp.default" in bw_ops

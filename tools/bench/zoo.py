@@ -8,8 +8,8 @@ first call with empty on-disk caches; warm: a fresh compile of the same model wi
 in-memory and on-disk caches filled, capture's / dynamo's caches reset; `disk s`: ours with
 aotgrad's compiled-graph cache and inductor's in-process plan and library caches cleared
 too). Ours runs through `capture.optimize` when capture handles the model (and compiles
-something), else through `aotgrad.aot_module` (column `path`). Speedups are timed in
-alternating rounds with eager (best round's median).
+something), else through `aotgrad.aot_module` (column `path`). Speedups are the median of
+per-round ratios over 12 paired rounds with eager (`ours q1-q3`: their quartiles).
 """
 
 from __future__ import annotations
@@ -182,15 +182,39 @@ def _median_time(fn: Callable[[], Any], budget: float = 1.0, min_iters: int = 5)
     return statistics.median(times)
 
 
-def _paired_times(a: Callable[[], Any], b: Callable[[], Any], budget: float = 3.0,
-                  rounds: int = 8) -> tuple[float, float]:
-    """Per-call times of `a` and `b` measured in alternating rounds (a median per round,
-    the best round kept), so load that comes and goes on the machine hits both alike."""
-    best_a = best_b = math.inf
-    for _ in range(rounds):
-        best_a = min(best_a, _median_time(a, budget / (2 * rounds), 3))
-        best_b = min(best_b, _median_time(b, budget / (2 * rounds), 3))
-    return best_a, best_b
+@dataclass
+class Paired:
+    """Eager's per-call time and a compiled step's speedup over it, from paired rounds."""
+
+    eager_s: float  # median over rounds of eager's per-round median
+    speedup: float  # median over rounds of (eager's round median / the step's round median)
+    low: float  # lower quartile of the per-round speedups
+    high: float  # upper quartile
+
+
+def _paired_times(eager: Callable[[], Any], other: Callable[[], Any], budget: float = 4.0,
+                  rounds: int = 12) -> Paired:
+    """Time `eager` and `other` in back-to-back rounds (the order swapped every round), a
+    median of several calls each; the speedup is the median of the per-round ratios.
+
+    NOTE: both models do the same ATen work in some rows (matmul-bound ones), where load on
+    this machine that comes and goes moves either time by 5-15%. A ratio taken within one
+    round sees the same load on both sides, and the median over rounds drops the rounds that
+    a burst hit on one side only; the quartiles show how far the rounds spread."""
+    eager_times: list[float] = []
+    ratios: list[float] = []
+    share = budget / (2 * rounds)
+    for r in range(rounds):
+        if r % 2 == 0:
+            e = _median_time(eager, share, 3)
+            o = _median_time(other, share, 3)
+        else:
+            o = _median_time(other, share, 3)
+            e = _median_time(eager, share, 3)
+        eager_times.append(e)
+        ratios.append(e / o)
+    q = statistics.quantiles(ratios, n=4)
+    return Paired(statistics.median(eager_times), statistics.median(ratios), q[0], q[2])
 
 
 def _outputs(out: Any) -> list[torch.Tensor]:
@@ -310,6 +334,8 @@ class Row:
     path: str
     eager_ms: float
     ours_x: float
+    ours_low: float
+    ours_high: float
     torch_x: float
     ours_ok: bool
     torch_ok: bool
@@ -338,7 +364,7 @@ def bench_model(name: str, train: bool, use_torch: bool) -> Row:
     got = ours_step()
     ours_cold = time.perf_counter() - t0
     ours_ok = _close(got, expected, 2e-3)
-    eager_t, ours_t = _paired_times(eager, ours_step)
+    ours_pair = _paired_times(eager, ours_step)
     _clear_ours(memory=False)
     t0 = time.perf_counter()
     ours_model2 = _ours(model, path)
@@ -358,9 +384,9 @@ def bench_model(name: str, train: bool, use_torch: bool) -> Row:
                                                                      train, expected, eager)
         except Exception as e:  # noqa: BLE001 - torch.compile failing is a result too
             print(f"  (torch.compile failed: {type(e).__name__}: {str(e)[:120]})")
-    return Row(name, "train" if train else "infer", path, eager_t * 1e3, eager_t / ours_t,
-               torch_t, ours_ok, torch_ok, ours_cold, ours_warm, ours_disk,
-               torch_cold, torch_warm)
+    return Row(name, "train" if train else "infer", path, ours_pair.eager_s * 1e3,
+               ours_pair.speedup, ours_pair.low, ours_pair.high, torch_t, ours_ok, torch_ok,
+               ours_cold, ours_warm, ours_disk, torch_cold, torch_warm)
 
 
 def _bench_torch(model: nn.Module, params: list[torch.nn.Parameter], inputs: tuple[Any, ...],
@@ -377,13 +403,13 @@ def _bench_torch(model: nn.Module, params: list[torch.nn.Parameter], inputs: tup
     got_t = tc_step()
     cold = time.perf_counter() - t0
     ok = _close(got_t, expected, 2e-3)
-    eager_t, tc_t = _paired_times(eager, tc_step)
+    tc_pair = _paired_times(eager, tc_step)
     dynamo.reset()
     t0 = time.perf_counter()
     _step(torch.compile(model, backend="inductor"), params, inputs, train)()
     warm = time.perf_counter() - t0
     dynamo.reset()
-    return eager_t / tc_t, cold, warm, ok
+    return tc_pair.speedup, cold, warm, ok
 
 
 def _geomean(xs: list[float]) -> float:
@@ -401,7 +427,8 @@ def main(argv: list[str]) -> int:
     rows: list[Row] = []
     modes = [False] if args.no_train else [False, True]
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, caches {_CACHE_ROOT}")
-    header = (f"{'model':<15}{'mode':<6}{'path':<11}{'eager ms':>9}{'ours x':>8}{'torch x':>8}"
+    header = (f"{'model':<15}{'mode':<6}{'path':<11}{'eager ms':>9}{'ours x':>8}"
+              f"{'ours q1-q3':>12}{'torch x':>8}"
               f"{'ok':>6}{'cold s':>8}{'warm s':>8}{'disk s':>8}{'tc cold':>8}{'tc warm':>8}")
     print(header, flush=True)
     for name in names:
@@ -417,8 +444,10 @@ def main(argv: list[str]) -> int:
                 continue
             rows.append(row)
             ok = ("y" if row.ours_ok else "N") + "/" + ("y" if row.torch_ok else "N")
+            spread = f"{row.ours_low:.2f}-{row.ours_high:.2f}"
             print(f"{row.model:<15}{row.mode:<6}{row.path:<11}{row.eager_ms:>9.3f}"
-                  f"{row.ours_x:>8.2f}{row.torch_x:>8.2f}{ok:>6}{row.ours_cold_s:>8.2f}"
+                  f"{row.ours_x:>8.2f}{spread:>12}{row.torch_x:>8.2f}{ok:>6}"
+                  f"{row.ours_cold_s:>8.2f}"
                   f"{row.ours_warm_s:>8.2f}{row.ours_disk_s:>8.2f}{row.torch_cold_s:>8.2f}"
                   f"{row.torch_warm_s:>8.2f}",
                   flush=True)

@@ -8,7 +8,8 @@ returns one gradient per primal.
 - `default`: save every forward value the backward reads; recompute nothing.
 - `min_cut`: a minimum cut (networkx) over value bytes picks the saved values; cheap ops
   (pointwise, views, copies) are recomputed in the backward, expensive ones (matmul,
-  convolution, reductions, anything else) and random ops never are.
+  convolution, reductions, anything else) and random ops never are; nor are cheap values
+  that a matmul or convolution reads in the forward (they are in memory anyway).
 - `memory_budget`: `PartitionConfig.activation_memory_budget` in [0, 1] between what
   min_cut saves (1.0) and what full recomputation saves (0.0), by a 0-1 knapsack over the
   expensive activations. Below 1.0 it may recompute expensive ops (cheapest per byte first);

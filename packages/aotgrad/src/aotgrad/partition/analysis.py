@@ -84,6 +84,10 @@ def is_pointwise(node: fx.Node) -> bool:
     return torch.Tag.pointwise in _op_tags(node)
 
 
+def is_reduction(node: fx.Node) -> bool:
+    return torch.Tag.reduction in _op_tags(node)
+
+
 _SCALARS = (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)
 
 

@@ -3,8 +3,9 @@
 Budget 1.0 saves what `min_cut` saves (expensive ops are never recomputed); budget 0.0 saves
 what full recomputation saves (min_cut where only random ops must not run twice). In between,
 the target is `B0 + budget * (B1 - B0)` saved bytes. The items of a 0-1 knapsack are the
-expensive activations min_cut keeps in the forward (matmuls, reductions, ...): weight = their
-bytes, value = the estimated runtime of recomputing them (with their cheap inputs). Kept
+expensive activations min_cut keeps in the forward (matmuls, reductions, ...) and the cheap
+values it keeps because a matmul reads them: weight = their bytes, value = the estimated
+runtime of recomputing them (with their cheap inputs). Kept
 items stay banned from recomputation; the rest may be recomputed, and min_cut with that ban
 set gives the saved values. The real saved bytes are checked against the target: items are
 dropped (worst value per byte first) until the target holds, then added back while it does.
@@ -26,7 +27,11 @@ from aotgrad.partition.analysis import (
 )
 from aotgrad.partition.estimate import Estimator, get_estimator
 from aotgrad.partition.knapsack import get_solver
-from aotgrad.partition.mincut import banned_for_min_cut, min_cut_saved_values
+from aotgrad.partition.mincut import (
+    banned_for_min_cut,
+    materialized_values,
+    min_cut_saved_values,
+)
 from aotgrad.partition.options import PartitionConfig
 from aotgrad.partition.split import Partition, activation_bytes, split
 
@@ -61,8 +66,10 @@ class BudgetPlanner:
         return self._runtime[node]
 
     def _find_candidates(self) -> list[fx.Node]:
-        """Expensive, deterministic forward values the backward reads (transitively)."""
+        """Expensive, deterministic forward values the backward reads (transitively), and the
+        cheap ones min_cut saves because an expensive forward op materializes them."""
         info = self.info
+        materialized = materialized_values(info)
         frontier = [
             arg
             for node in info.tangent_dependent
@@ -79,7 +86,8 @@ class BudgetPlanner:
         found = [
             n
             for n in seen
-            if n.op == "call_function" and not is_cheap(n) and is_rerunnable(n)
+            if n in materialized
+            or (n.op == "call_function" and not is_cheap(n) and is_rerunnable(n))
         ]
         return sorted(found, key=info.order.__getitem__)
 

@@ -1,5 +1,7 @@
 """The `min_cut` partitioner: save the cheapest set of values (in bytes) that separates the
 primals and the values the forward must compute from the backward, recomputing cheap ops.
+Cheap values an expensive forward op reads (a matmul's input) are not recomputed either:
+the forward writes them to memory anyway (`feeds_expensive_op`).
 
 Flow graph (networkx): every forward-computable node becomes `name_in -> name_out` with the
 capacity of its bytes; consumers are reached through infinite edges; primals and banned
@@ -18,7 +20,10 @@ from aotgrad.partition.analysis import (
     JointInfo,
     analyze,
     is_cheap,
+    is_pointwise,
+    is_reduction,
     is_saveable,
+    is_view,
     nodes_in,
     value_bytes,
 )
@@ -41,6 +46,52 @@ def _capacity(node: fx.Node) -> int:
 def banned_for_min_cut(node: fx.Node) -> bool:
     """min_cut never recomputes anything but cheap (pointwise, view, copy-like) ops."""
     return node.op == "call_function" and not is_cheap(node)
+
+
+def _opaque(node: fx.Node) -> bool:
+    # NOTE: reductions are excluded: a backend fuses a reduction with the pointwise ops
+    # feeding it, so their values need not reach memory.
+    return not is_cheap(node) and not is_reduction(node)
+
+
+def feeds_expensive_op(info: JointInfo, node: fx.Node) -> bool:
+    """A computed pointwise or copied value that an opaque forward op (a matmul, a
+    convolution: not cheap and not a reduction) reads, directly or through views.
+
+    NOTE: the forward writes such a value to memory anyway (the expensive op is a separate
+    call), and eager autograd keeps it for that op's backward; saving it costs memory eager
+    spends too and no forward work, while recomputing it costs a backward pass over its
+    inputs (the attention block's GELU: an erf per element, redone for fc2's weight grad).
+    """
+    if node.op != "call_function" or not node.all_input_nodes or is_view(node):
+        return False
+    if not (is_pointwise(node) or is_cheap(node)):
+        return False
+    stack = list(node.users)
+    while stack:
+        user = stack.pop()
+        if user.op != "call_function" or user in info.tangent_dependent:
+            continue
+        if is_view(user):
+            stack.extend(user.users)
+        elif _opaque(user):
+            return True
+    return False
+
+
+def materialized_values(info: JointInfo) -> set[fx.Node]:
+    """Every node of the joint for which `feeds_expensive_op` holds."""
+    return {n for n in info.gm.graph.nodes if feeds_expensive_op(info, n)}
+
+
+def min_cut_banned(info: JointInfo) -> Callable[[fx.Node], bool]:
+    """min_cut's ban: expensive ops, and the values they read that the forward materializes."""
+    materialized = materialized_values(info)
+
+    def banned(node: fx.Node) -> bool:
+        return banned_for_min_cut(node) or node in materialized
+
+    return banned
 
 
 def min_cut_saved_values(info: JointInfo, banned: Callable[[fx.Node], bool]) -> set[fx.Node]:
@@ -88,7 +139,7 @@ def min_cut_saved_values(info: JointInfo, banned: Callable[[fx.Node], bool]) -> 
 
 
 def partition_min_cut(info: JointInfo) -> Partition:
-    return split(info, min_cut_saved_values(info, banned_for_min_cut))
+    return split(info, min_cut_saved_values(info, min_cut_banned(info)))
 
 
 def min_cut_partition(
