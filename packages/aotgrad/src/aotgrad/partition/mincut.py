@@ -14,13 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import networkx as nx  # type: ignore[import-untyped]  # NOTE: networkx ships no stubs
+import torch
 from torch import fx
 
 from aotgrad.partition.analysis import (
     JointInfo,
     analyze,
+    example_value,
     is_cheap,
-    is_pointwise,
     is_reduction,
     is_saveable,
     is_view,
@@ -65,7 +66,7 @@ def feeds_expensive_op(info: JointInfo, node: fx.Node) -> bool:
     """
     if node.op != "call_function" or not node.all_input_nodes or is_view(node):
         return False
-    if not (is_pointwise(node) or is_cheap(node)):
+    if not is_cheap(node) or not isinstance(example_value(node), torch.Tensor):
         return False
     stack = list(node.users)
     while stack:
