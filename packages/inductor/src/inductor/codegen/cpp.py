@@ -20,7 +20,13 @@ from inductor.codegen.ops import Ref
 from inductor.codegen.row_cache import RowCache, dead_ops
 from inductor.ir.loop_body import LoopBody, LoopOp
 from inductor.ir.nodes import Buffer, ComputedBuffer
-from inductor.scheduler.fusion import FusedGroup, inner_symbol, outer_symbol, split_node
+from inductor.scheduler.fusion import (
+    FusedGroup,
+    inner_symbol,
+    outer_symbol,
+    split_node,
+)
+from inductor.scheduler.fusion import substitute as _sub
 from inductor.sizevars import Clamp, cexpr
 
 CTYPE = {
@@ -161,8 +167,10 @@ class KernelGen:
         self._piece: tuple[sympy.Symbol, int, int] | None = None
         # NOTE: while emitting an innermost loop split by a divisor (loop_split.py)
         self._div: tuple[sympy.Symbol, int] | None = None
-        # NOTE: per-element values of a reduction kept for later nodes (row_cache.py)
-        self._row_cache = RowCache(group, parallel_reduction=True)
+        # NOTE: per-element values of a reduction kept for later nodes (row_cache.py); one
+        # plan per kind of loop body (a split loop emits the body once per piece)
+        self._row_caches: dict[bool, RowCache] = {}
+        self._row_cache = RowCache(group, parallel_reduction=True)  # plans nothing
         writes = group.writes()
         for n in group.nodes:
             assert n.body is not None
@@ -501,7 +509,10 @@ class KernelGen:
     def _loop_body(self, w: _Writer, parallel_reduction: bool) -> None:
         for name, loc in self.locals.items():
             w.line(f"{ctype(_compute(self.buffers[name].dtype))} {loc};")
-        self._row_cache = RowCache(self.group, parallel_reduction=parallel_reduction)
+        if parallel_reduction not in self._row_caches:
+            self._row_caches[parallel_reduction] = RowCache(
+                self.group, parallel_reduction=parallel_reduction)
+        self._row_cache = self._row_caches[parallel_reduction]
         for arr, size, dtype in self._row_cache.arrays():
             w.line(f"{ctype(dtype)} {arr}[{size}];")
         for n in self.group.nodes:
@@ -800,9 +811,6 @@ def _strided_float_reduction(body: LoopBody, red: LoopOp,
     return strided
 
 
-def _sub(expr: object, subs: dict[sympy.Symbol, sympy.Expr]) -> sympy.Expr:
-    assert isinstance(expr, sympy.Expr)
-    return sympy.expand(expr.xreplace(subs))
 
 
 def generate_kernel(group: FusedGroup, buffers: dict[str, Buffer], *, threads: int,

@@ -15,6 +15,7 @@ from inductor.codegen.ops import Ref
 from inductor.ir.loop_body import LoopOp
 from inductor.ir.nodes import ComputedBuffer
 from inductor.scheduler.fusion import FusedGroup, inner_symbol, split_node
+from inductor.scheduler.fusion import substitute as _sub
 
 
 class RowCache:
@@ -110,7 +111,6 @@ class RowCache:
         return out
 
 
-
 _ROW_CACHE_MAX = 4096
 _EXPENSIVE = frozenset({"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh",
                         "erf", "erfc", "sigmoid", "pow", "truediv", "sin", "cos", "tan",
@@ -170,7 +170,3 @@ def _inner_ranges(n: ComputedBuffer, outer: tuple[int, ...]) -> tuple[int, ...] 
     assert n.body is not None
     sp = split_node(n.body, outer)
     return None if sp is None else tuple(sp.inner_ranges)
-
-
-def _sub(expr: sympy.Expr, subs: dict[sympy.Symbol, sympy.Expr]) -> sympy.Expr:
-    return sympy.expand(expr.xreplace(subs))

@@ -145,13 +145,20 @@ def _body(n: ComputedBuffer) -> LoopBody:
     return n.body
 
 
+def substitute(expr: object, subs: dict[sympy.Symbol, Expr]) -> Expr:
+    """An index expression over a node's own variables, rewritten over the group's loop
+    symbols (`split_node(...).subs`) and expanded, so equal indices compare equal."""
+    assert isinstance(expr, sympy.Expr)
+    return sympy.expand(expr.xreplace(subs))
+
+
 def _canonical(body: LoopBody, outer: Sequence[int]) -> tuple[
         Split, list[tuple[str, Expr]], list[tuple[str, Expr]]] | None:
     sp = split_node(body, outer)
     if sp is None:
         return None
-    reads = [(b, sympy.expand(e.xreplace(sp.subs))) for b, e in body.reads()]
-    writes = [(b, sympy.expand(e.xreplace(sp.subs))) for b, e in body.writes()]
+    reads = [(b, substitute(e, sp.subs)) for b, e in body.reads()]
+    writes = [(b, substitute(e, sp.subs)) for b, e in body.writes()]
     return sp, reads, writes
 
 
