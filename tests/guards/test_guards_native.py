@@ -65,6 +65,11 @@ def test_no_compiler_is_a_build_error(tmp_path: pathlib.Path) -> None:
         build.build_and_load(tmp_path, cxx=str(tmp_path / "no-such-g++"))
 
 
+def _suffixes(cache: pathlib.Path) -> list[str]:
+    """The suffixes of the files in a cache folder (the compilers' version records aside)."""
+    return sorted(p.suffix for p in cache.iterdir() if p.name != "compilers")
+
+
 def _fake_compiler(tmp_path: pathlib.Path) -> str:
     """A 'compiler' that reports a version and fails every compile."""
     script = tmp_path / "fake-g++"
@@ -78,7 +83,7 @@ def test_failed_compile_leaves_nothing_behind(tmp_path: pathlib.Path) -> None:
     cache = tmp_path / "cache"
     with pytest.raises(build.NativeBuildError, match="exit 3"):
         build.build_and_load(cache, cxx=_fake_compiler(tmp_path))
-    assert [p.suffix for p in cache.iterdir()] == [".lock"]  # no .so, no temporary file
+    assert _suffixes(cache) == [".lock"]  # no .so, no temporary file
 
 
 @pytest.fixture
@@ -128,7 +133,7 @@ def test_failed_build_falls_back_with_one_warning(
     warnings = _warnings(caplog)
     assert len(warnings) == 1 and "fake: cannot compile" in warnings[0], warnings
     assert native_status().startswith("unavailable: ") and "exit 3" in native_status()
-    assert [p.suffix for p in (tmp_path / "cache").iterdir()] == [".lock"]
+    assert _suffixes(tmp_path / "cache") == [".lock"]
 
 
 @pytest.fixture
@@ -213,7 +218,7 @@ def test_background_build_never_blocks(native_file: pathlib.Path, fresh_loader: 
     for guard in (first, later):
         assert guard.fn({"x": t}, {}) is True and guard.fn({"x": t.double()}, {}) is False
     assert native_status() == f"loaded from {build.plan_build().path}"
-    assert sorted(p.suffix for p in cache.iterdir()) == [".lock", ".so"]
+    assert _suffixes(cache) == [".lock", ".sha256", ".so"]
 
 
 def test_sync_mode_waits_for_the_build(native_file: pathlib.Path, fresh_loader: None,
@@ -263,7 +268,7 @@ def test_exit_while_building_leaves_no_partial_file(native_file: pathlib.Path,
     finally:
         if _running(builder):
             os.kill(builder, signal.SIGTERM)
-    assert sorted(p.suffix for p in cache.iterdir()) == [".lock", ".so"]  # no temporary file
+    assert _suffixes(cache) == [".lock", ".sha256", ".so"]  # no temporary file
     plan = build.plan_build()
     assert build.import_extension(plan.path, plan.key).BUILD_KEY == plan.key
 
@@ -297,7 +302,7 @@ def test_cli_builds_and_says_where(native_file: pathlib.Path, tmp_path: pathlib.
     second = subprocess.run(command, capture_output=True, text=True, check=True, timeout=120)
     assert second.stdout.startswith(f"guards: native checker {path} (already built; loaded")
     assert not compiler.started.exists()  # NOTE: nothing compiled the second time
-    assert sorted(p.suffix for p in cache.iterdir()) == [".lock", ".so"]
+    assert _suffixes(cache) == [".lock", ".sha256", ".so"]
 
 
 def test_cli_reports_a_failed_build(tmp_path: pathlib.Path,
@@ -314,11 +319,13 @@ def test_stale_temporary_files_are_removed(tmp_path: pathlib.Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     calls = _copying_compiler(monkeypatch)
     plan = build.plan_build(tmp_path)
-    stale = tmp_path / f".{build.MODULE_NAME}-{plan.key}-killed.so"
+    # NOTE: as a killed build leaves it (whatever its pid: the build of a key holds its lock)
+    stale = tmp_path / f".{plan.path.name}.{os.getpid()}@host.0123456789ab.tmp"
     stale.write_bytes(b"half a file")
     assert build.build_and_load(tmp_path).BUILD_KEY == plan.key and len(calls) == 1
-    assert sorted(p.name for p in tmp_path.iterdir()) == [plan.path.with_suffix(".lock").name,
-                                                          plan.path.name]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([
+        "compilers", plan.path.with_suffix(".lock").name, plan.path.name,
+        plan.path.name + ".sha256"])
 
 
 @pytest.mark.parametrize("wait", [True, False], ids=["wait", "no_wait"])

@@ -89,14 +89,10 @@ def _advance(wait: bool) -> None:
             _accept(build.build_and_load())
         else:
             plan = build.plan_build()
-            if plan.path.exists():
-                try:
-                    cached = build.import_extension(plan.path, plan.key)
-                except build.NativeBuildError as exc:
-                    LOG.info("guards: cached native checker unusable, rebuilding: %s", exc)
-                else:
-                    _accept(cached)  # NOTE: a failed self-test is final, not rebuilt
-                    return
+            cached = build.load_cached(plan)  # NOTE: a damaged file is removed, not loaded
+            if cached is not None:
+                _accept(cached)  # NOTE: a failed self-test is final, not rebuilt
+                return
             _build = build.start_background(plan)
             _status = f"building in the background into {plan.path}"
             LOG.info("guards: native checker %s; guards stay pure Python until it is done",

@@ -4,14 +4,19 @@ In: the C++ source shipped in this package (read with importlib.resources), the 
 compiler (`$CXX`, else `g++`), torch's headers and libraries. Out: the loaded extension
 module, or None (then generated guards stay pure Python).
 
-The shared object is cached under `$GUARDS_CACHE_DIR`, else `~/.cache/compiler-guards/`,
-named by a hash of everything the binary depends on: the source, the flags, torch's version
-and location (which fix its include directories), Python's version and include directory,
-and the compiler's version line. A build writes to a temporary
-name and is renamed into place (atomic), under an fcntl lock on a per-key lock file, so that
-concurrent processes (pytest-xdist workers) build once and never see a partial file. A cached
-file that fails to import, or whose `BUILD_KEY` is not the expected one, is rebuilt, never
-trusted. Every failure (no compiler, compile error, import error) returns None.
+The shared object is cached under `$GUARDS_CACHE_DIR`, else `$COMPILER_CACHE_DIR/guards`,
+else `$XDG_CACHE_HOME/compiler/guards` or `~/.cache/compiler/guards` (`~` expanded, relative
+paths made absolute), named by a hash of everything the binary depends on: the source, the
+flags, torch's version and location (which fix its include directories), Python's version
+and include directory, and the compiler's version line (recorded in the cache once per
+compiler binary, so a cached build loads without a compiler installed). The cache folder
+(`disk_cache.py`) writes a build to a temporary name, records its sha256 and renames it into
+place under a per-key lock, so that concurrent processes build once; a cached file is
+imported only if its bytes match the recorded hash (a truncated or swapped file would crash
+or misbehave in the dynamic loader), and one that fails to import or whose `BUILD_KEY` is
+not the expected one is removed and rebuilt. An unusable cache folder means building in a
+private temporary one (one warning). Every failure (no compiler, compile error, import
+error) raises NativeBuildError.
 
 `start_background(plan)` runs the same build in a detached process (`python -m
 guards.native --background ...`, a new session: it finishes, and renames its file into
@@ -21,7 +26,6 @@ whether it is done without waiting.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.machinery
 import importlib.resources
@@ -34,10 +38,12 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-from collections.abc import Iterator
+import threading
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import IO
+
+from guards.native.disk_cache import DiskCache, resolve_dir
 
 LOG = logging.getLogger("guards")
 
@@ -67,11 +73,35 @@ class BuildPlan:
 
 
 def cache_dir() -> pathlib.Path:
-    """`$GUARDS_CACHE_DIR`, else `~/.cache/compiler-guards` (not created here)."""
+    """`$GUARDS_CACHE_DIR`, else `$COMPILER_CACHE_DIR/guards`, else
+    `$XDG_CACHE_HOME/compiler/guards` or `~/.cache/compiler/guards`; absolute (not created
+    here). Read at every call: tests and `python -m guards.native` set them late."""
     configured = os.environ.get("GUARDS_CACHE_DIR")
     if configured:
-        return pathlib.Path(configured).expanduser()
-    return pathlib.Path.home() / ".cache" / "compiler-guards"
+        return resolve_dir(configured)
+    root = os.environ.get("COMPILER_CACHE_DIR")
+    if root:
+        return resolve_dir(root) / "guards"
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    # NOTE: the XDG spec says a relative XDG_CACHE_HOME is invalid and is ignored
+    base = pathlib.Path(xdg) if os.path.isabs(xdg) else pathlib.Path.home() / ".cache"
+    return base / "compiler" / "guards"
+
+
+_caches: dict[pathlib.Path, DiskCache] = {}
+_caches_lock = threading.Lock()
+
+
+def open_cache(directory: pathlib.Path) -> DiskCache:
+    """The cache folder `directory` (opened once per process; also found by the private
+    folder that replaced it if it was unusable)."""
+    where = resolve_dir(str(directory))
+    with _caches_lock:
+        for cache in _caches.values():
+            if where in (cache.primary, cache.directory):
+                return cache
+        cache = _caches[where] = DiskCache(where, "guards", LOG)
+        return cache
 
 
 def find_compiler() -> str | None:
@@ -125,16 +155,20 @@ def link_flags() -> tuple[str, ...]:
 
 
 def plan_build(directory: pathlib.Path | None = None, cxx: str | None = None) -> BuildPlan:
-    """The build for this interpreter and torch: raises NativeBuildError without a compiler."""
+    """The build for this interpreter and torch: raises NativeBuildError if the compiler
+    cannot run (or, not installed, was never recorded in the cache)."""
     import torch
 
-    compiler = cxx if cxx is not None else find_compiler()
-    if compiler is None:
-        raise NativeBuildError("no C++ compiler found ($CXX or g++)")
+    configured = cxx if cxx is not None else (os.environ.get("CXX") or "g++")
+    cache = open_cache(directory if directory is not None else cache_dir())
     try:
-        version = compiler_version(compiler)
+        version = cache.compiler_version(configured)
     except (OSError, subprocess.SubprocessError) as exc:
-        raise NativeBuildError(f"cannot run the C++ compiler {compiler}: {exc}") from exc
+        raise NativeBuildError(f"cannot run the C++ compiler {configured}: {exc}") from exc
+    if version is None:
+        raise NativeBuildError(f"cannot run the C++ compiler {configured}: not found, and "
+                               f"the cache {cache.primary} records no build with it")
+    compiler = shutil.which(configured) or configured
     source = source_text()
     flags = compile_flags()
     libs = link_flags()
@@ -147,8 +181,8 @@ def plan_build(directory: pathlib.Path | None = None, cxx: str | None = None) ->
         digest.update(len(part).to_bytes(8, "little"))
         digest.update(part)
     key = digest.hexdigest()[:24]
-    where = directory if directory is not None else cache_dir()
-    return BuildPlan(compiler, source, flags, libs, key, where / f"{MODULE_NAME}-{key}.so")
+    return BuildPlan(compiler, source, flags, libs, key,
+                     cache.directory / f"{MODULE_NAME}-{key}.so")
 
 
 def import_extension(path: pathlib.Path, key: str) -> ModuleType:
@@ -186,62 +220,50 @@ def compile_to(plan: BuildPlan, output: pathlib.Path) -> None:
             raise NativeBuildError(f"compile failed (exit {done.returncode}):\n{tail}")
 
 
-@contextlib.contextmanager
-def _locked(lock_path: pathlib.Path) -> Iterator[None]:
-    """Hold an exclusive fcntl lock on `lock_path` (no lock where fcntl is missing)."""
+def _size_limit_bytes() -> int:
+    from guards import config
+
+    return int(config.options.native_cache_size_limit_mb) * (1 << 20)
+
+
+def load_cached(plan: BuildPlan) -> ModuleType | None:
+    """The cached build of `plan` if its bytes are the recorded ones and it imports with the
+    right key; else None (a damaged entry is removed, with one warning)."""
+    cache = open_cache(plan.path.parent)
+    path = cache.lookup(plan.path.name, plan.key)
+    if path is None:
+        return None
     try:
-        import fcntl
-    except ImportError:  # pragma: no cover  # not POSIX: the atomic rename still holds
-        yield
-        return
-    with open(lock_path, "a+b") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
-def _discard(path: pathlib.Path) -> None:
-    with contextlib.suppress(OSError):
-        path.unlink()
+        return import_extension(path, plan.key)
+    except NativeBuildError as exc:
+        if path.parent == cache.directory:
+            with cache.lock(path.name):
+                cache.discard(path.name, str(exc))
+        return None
 
 
 def build_and_load(directory: pathlib.Path | None = None, cxx: str | None = None) -> ModuleType:
-    """The native module: the cached build if it imports, else a fresh build (see module
+    """The native module: the cached build if it is intact, else a fresh build (see module
     doc). Raises NativeBuildError on any failure."""
     plan = plan_build(directory, cxx)
-    if plan.path.exists():
-        try:
-            return import_extension(plan.path, plan.key)
-        except NativeBuildError as exc:
-            LOG.info("guards: cached native checker unusable, rebuilding: %s", exc)
-    try:
-        plan.path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise NativeBuildError(f"cannot create the cache directory {plan.path.parent}: "
-                               f"{exc}") from exc
-    with _locked(plan.path.with_suffix(".lock")):
-        if plan.path.exists():  # NOTE: another process may have built it while we waited
-            try:
-                return import_extension(plan.path, plan.key)
-            except NativeBuildError:
-                _discard(plan.path)
+    module = load_cached(plan)
+    if module is not None:
+        return module
+    cache = open_cache(plan.path.parent)
+
+    def produce(output: pathlib.Path) -> None:
         LOG.info("guards: building the native checker with %s (first use; about 30 s)",
                  plan.cxx)
-        prefix = f".{MODULE_NAME}-{plan.key}-"
-        for stale in plan.path.parent.glob(f"{prefix}*.so"):
-            _discard(stale)  # NOTE: left by a build that was killed; we hold its lock now
-        handle, temp_name = tempfile.mkstemp(prefix=prefix, suffix=".so",
-                                             dir=plan.path.parent)
-        os.close(handle)
-        temp = pathlib.Path(temp_name)
-        try:
-            compile_to(plan, temp)
-            os.replace(temp, plan.path)
-        finally:
-            _discard(temp)
-        return import_extension(plan.path, plan.key)
+        compile_to(plan, output)
+
+    # NOTE: under the key's lock: a build another process finished meanwhile is reused
+    path = cache.store(plan.path.name, plan.key, produce, _size_limit_bytes())
+    try:
+        return import_extension(path, plan.key)
+    except NativeBuildError as exc:
+        with cache.lock(path.name):
+            cache.discard(path.name, str(exc))
+        raise
 
 
 #: How much of a failed background build's output its warning quotes (characters).
@@ -280,7 +302,10 @@ class BackgroundBuild:
             self.log.close()
             raise NativeBuildError(f"background build failed (exit {code}): {tail}")
         self.log.close()
-        return import_extension(self.plan.path, self.plan.key)
+        module = load_cached(self.plan)
+        if module is None:
+            raise NativeBuildError(f"the background build left no intact {self.plan.path}")
+        return module
 
 
 #: The detached build's program: where this process found this package is added to the end

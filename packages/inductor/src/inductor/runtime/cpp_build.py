@@ -1,10 +1,13 @@
 """Build generated C++ into shared libraries, cached on disk by a hash of source + flags.
 
-A library is compiled to a temporary name and moved into place with `os.replace`, so a
-reader never sees a half-written file. Each library exports `inductor_cache_key()`; a
-library that fails to load or returns the wrong key is rebuilt, never used. Kernels are
-grouped into a few libraries compiled in parallel; an index file per kernel lets later
-graphs reuse kernels they share with earlier ones.
+In: the kernels of a graph. Out: ctypes functions. The cache folder (`runtime/disk_cache.py`)
+hands a library to the dynamic loader only after its bytes match the sha256 recorded when it
+was written, so a truncated, zero-filled or swapped file is rebuilt, never loaded; builds of
+one library are serialized across processes by a lock. Each library also exports
+`inductor_cache_key()`, checked after loading. Kernels are grouped into a few libraries
+compiled in parallel; an index record per kernel lets later graphs reuse kernels they share
+with earlier ones. The compiler's version (part of every key) is recorded in the cache once
+per compiler binary, so a warm cache needs no compiler.
 """
 
 from __future__ import annotations
@@ -14,8 +17,8 @@ import functools
 import hashlib
 import logging
 import os
+import re
 import subprocess
-import tempfile
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +28,7 @@ from typing import Any
 from inductor import config
 from inductor.codegen.cpp import CppKernel
 from inductor.codegen.cpp_prelude import PRELUDE
+from inductor.runtime.disk_cache import DiskCache, resolve_dir
 
 log = logging.getLogger("inductor.build")
 
@@ -32,19 +36,43 @@ _loaded: dict[str, ctypes.CDLL] = {}
 _functions: dict[str, Any] = {}
 _lock = threading.Lock()
 _unique = 0
+#: Library paths this process has handed to the loader (it reuses a handle by path).
+_opened: set[str] = set()
+_caches: dict[Path, DiskCache] = {}
+_LIBRARY = re.compile(r"^lib_([0-9a-f]{32})\.so$")
 
 
 class BuildError(RuntimeError):
     pass
 
 
-@functools.cache
+def _cache() -> DiskCache:
+    """The cache folder of the configured `cache_dir` (opened once per process)."""
+    directory = resolve_dir(config.options.cache_dir)
+    with _lock:
+        cache = _caches.get(directory)
+        if cache is None:
+            cache = DiskCache(directory, "inductor", log, on_evict=_forget_index)
+            _caches[directory] = cache
+    return cache
+
+
 def _compiler_version(cxx: str) -> str:
+    """`cxx`'s version line, as recorded in the cache (see DiskCache.compiler_version)."""
+    cache = _cache()
+    return _recorded_version(cache, cxx)
+
+
+@functools.cache
+def _recorded_version(cache: DiskCache, cxx: str) -> str:
     try:
-        out = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=True)
-        return out.stdout.splitlines()[0]
-    except (OSError, subprocess.CalledProcessError) as e:
+        version = cache.compiler_version(cxx)
+    except (OSError, subprocess.SubprocessError) as e:
         raise BuildError(f"C++ compiler {cxx!r} not usable: {e}") from e
+    if version is None:
+        raise BuildError(f"C++ compiler {cxx!r} not found, and the kernel cache "
+                         f"{cache.primary} has no record of it")
+    return version
 
 
 def compile_flags() -> list[str]:
@@ -76,12 +104,6 @@ def _cpu_has_avx512() -> bool:
     return False
 
 
-def _cache_dir() -> Path:
-    path = Path(config.options.cache_dir)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def library_source(kernels: Sequence[CppKernel]) -> tuple[str, str]:
     """(full source with the key marker, key)."""
     body = PRELUDE + "\n" + "\n".join(k.source for k in kernels)
@@ -100,36 +122,44 @@ def _verify(lib: ctypes.CDLL, key: str) -> bool:
     fn.restype = ctypes.c_char_p
     fn.argtypes = []
     value = fn()
-    return isinstance(value, bytes) and value.decode() == key
+    return isinstance(value, bytes) and value == key.encode()
 
 
-def _try_load(path: Path, key: str) -> ctypes.CDLL | None:
-    if not path.exists():
-        return None
+def _load(path: Path, key: str) -> ctypes.CDLL | None:
+    """Load a verified library file; None (the entry discarded) if it does not load or
+    answers another key."""
     try:
-        lib = ctypes.CDLL(str(path))
-    except OSError:
-        log.warning("cached kernel library %s does not load; rebuilding", path)
-        return None
-    if _verify(lib, key):
-        return lib
-    log.warning("cached kernel library %s has a wrong key; rebuilding", path)
+        lib = _load_fresh(path) if str(path) in _opened else ctypes.CDLL(str(path))
+    except OSError as exc:
+        problem = f"does not load: {exc}"
+    else:
+        _opened.add(str(path))
+        if _verify(lib, key):
+            return lib
+        problem = "answers another key"
+    cache = _cache()
+    if path.parent == cache.directory:
+        with cache.lock(path.name):
+            cache.discard(path.name, problem)
     return None
 
 
-def _compile(source: str, key: str, out: Path) -> None:
-    directory = out.parent
-    fd, src_name = tempfile.mkstemp(suffix=".cpp", prefix=f"{key}.", dir=directory)
-    with os.fdopen(fd, "w") as f:
-        f.write(source)
-    tmp_out = f"{src_name[:-4]}.so.tmp"
-    cmd = [config.options.cxx, *compile_flags(), src_name, "-o", tmp_out]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+def _compile(source: str, out: Path) -> None:
+    """Compile `source` into the shared library `out` (a temporary path of the cache)."""
+    src_name = out.with_name(out.name.removesuffix(".tmp") + ".cpp.tmp")
+    try:
+        src_name.write_text(source)
+        # NOTE: -x c++: the temporary source's name does not end in .cpp
+        cmd = [config.options.cxx, *compile_flags(), "-x", "c++", str(src_name), "-x", "none",
+               "-o", str(out)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        except OSError as e:  # NOTE: not a cache problem: no compiler to build with
+            raise BuildError(f"C++ compiler {config.options.cxx!r} did not run: {e}") from e
+    finally:
+        src_name.unlink(missing_ok=True)
     if proc.returncode != 0:
-        os.unlink(src_name)
         raise BuildError(f"kernel compile failed ({' '.join(cmd)}):\n{proc.stderr[-4000:]}")
-    os.replace(tmp_out, out)
-    os.replace(src_name, out.with_suffix(".cpp"))
 
 
 def _load_fresh(path: Path) -> ctypes.CDLL:
@@ -137,43 +167,57 @@ def _load_fresh(path: Path) -> ctypes.CDLL:
     global _unique
     with _lock:
         _unique += 1
-        alias = path.with_name(f"{path.stem}.{os.getpid()}.{_unique}.so")
-    if not alias.exists():
+        alias = path.with_name(f".{path.stem}.{os.getpid()}.{_unique}.so")
+    try:
         os.link(path, alias)
-    lib = ctypes.CDLL(str(alias))
-    os.unlink(alias)
-    return lib
+        return ctypes.CDLL(str(alias))
+    finally:
+        alias.unlink(missing_ok=True)
+
+
+def _limit_bytes() -> int:
+    return int(config.options.cache_size_limit_mb) * (1 << 20)
 
 
 def build_library(kernels: Sequence[CppKernel]) -> ctypes.CDLL:
+    """One shared library of `kernels`: from this process, the disk cache, or built now."""
     source, key = library_source(kernels)
     with _lock:
         lib = _loaded.get(key)
     if lib is not None:
         return lib
-    path = _cache_dir() / f"lib_{key}.so"
-    lib = _try_load(path, key)
+    name = f"lib_{key}.so"
+    cache = _cache()
+    lib = None
+    for _ in range(2):  # NOTE: a second round only if the stored file fails to load
+        path = cache.lookup(name, key)
+        if path is None:
+            path = cache.store(name, key, lambda out: _compile(source, out), _limit_bytes())
+        lib = _load(path, key)
+        if lib is not None:
+            break
     if lib is None:
-        existed = path.exists()
-        _compile(source, key, path)
-        lib = _load_fresh(path) if existed else ctypes.CDLL(str(path))
-        if not _verify(lib, key):
-            raise BuildError(f"freshly built library {path} fails its key check")
+        raise BuildError(f"freshly built library {name} does not load or fails its key check")
     with _lock:
         _loaded[key] = lib
-    _write_index(kernels, path.name)
+    _write_index(cache, kernels, name)
     return lib
 
 
-def _write_index(kernels: Sequence[CppKernel], lib_name: str) -> None:
-    directory = _cache_dir() / "index"
-    directory.mkdir(exist_ok=True)
+def _write_index(cache: DiskCache, kernels: Sequence[CppKernel], lib_name: str) -> None:
+    digest = _flags_digest()
     for k in kernels:
-        target = directory / f"{k.name}.{_flags_digest()}"
-        if not target.exists():
-            tmp = target.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(lib_name)
-            os.replace(tmp, target)
+        record = f"{k.name}.{digest}"
+        if cache.read_record("index", record) != lib_name:
+            cache.write_record("index", record, lib_name)
+
+
+def _forget_index(cache: DiskCache, removed: list[str]) -> None:
+    """Drop the index records of kernels whose library was evicted."""
+    gone = set(removed)
+    for record in cache.records("index"):
+        if cache.read_record("index", record) in gone:
+            cache.remove_record("index", record)
 
 
 @functools.cache
@@ -187,17 +231,20 @@ def _flags_digest() -> str:
 
 
 def _from_index(kernel: CppKernel) -> Any | None:
-    index = _cache_dir() / "index" / f"{kernel.name}.{_flags_digest()}"
-    try:
-        lib_name = index.read_text().strip()
-    except OSError:
+    cache = _cache()
+    lib_name = cache.read_record("index", f"{kernel.name}.{_flags_digest()}")
+    if lib_name is None:
         return None
-    path = _cache_dir() / lib_name
-    key = lib_name.removeprefix("lib_").removesuffix(".so")
+    match = _LIBRARY.match(lib_name)
+    if match is None:
+        cache.remove_record("index", f"{kernel.name}.{_flags_digest()}")
+        return None
+    key = match[1]
     with _lock:
         lib = _loaded.get(key)
     if lib is None:
-        lib = _try_load(path, key)
+        path = cache.lookup(lib_name, key)
+        lib = _load(path, key) if path is not None else None
         if lib is None:
             return None
         with _lock:
