@@ -210,9 +210,9 @@ def test_aotgrad_does_not_import_capture() -> None:
 
 
 def test_config_patch_and_options() -> None:
-    assert aotgrad.config.config().partitioner in ("default", "min_cut", "memory_budget")
+    assert aotgrad.config.options.partitioner in ("default", "min_cut", "memory_budget")
     with aotgrad.config.patch(partitioner="default", activation_memory_budget=0.5) as cfg:
-        assert aotgrad.config.config() is cfg
+        assert aotgrad.config.options is cfg
         assert cfg.partition_config().activation_memory_budget == 0.5
     assert "partitioner" in aotgrad.config.list_options()
     with pytest.raises(ValueError):

@@ -9,6 +9,7 @@ import re
 import warnings
 
 import capture
+import guards
 import pytest
 import torch
 from _differential import CountingBackend, assert_same, config_patch, t
@@ -215,7 +216,8 @@ def test_cache_size_limit_warns_once_then_runs_eagerly(caplog):
     capture.reset()
     backend = CountingBackend()
     compiled = capture.optimize(plain, backend=backend, fullgraph=False)
-    with config_patch(cache_size_limit=2), warnings.catch_warnings(record=True) as caught:
+    with guards.config.patch(cache_size_limit=2), \
+            warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for n in (1, 2, 3, 4, 5):
             x = t(n)

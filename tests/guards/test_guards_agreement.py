@@ -48,7 +48,7 @@ from guards import (
     compile_guard,
     explain,
     interpret,
-    patch_config,
+    config,
 )
 from guards.codegen import CompiledGuard
 from guards.exprs import Const
@@ -384,7 +384,7 @@ def _require_native(native: bool) -> None:
 def _compile(tree: GuardTree, names: list[str], native: bool) -> list[CompiledGuard]:
     """The guards to compare with the interpreter: the default compile under the option
     (native or not as the option says), and in the native run also the pure-Python one."""
-    with patch_config(native=int(native)):
+    with config.patch(native=int(native)):
         guard = compile_guard(tree, names)  # NOTE: also the positional variant, fn_args
     assert guard.fn_args is not None
     if not native:

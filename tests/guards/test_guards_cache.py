@@ -15,7 +15,7 @@ from guards import (
     LocalSource,
     cache_for,
     clear_all_caches,
-    patch_config,
+    config,
 )
 
 
@@ -54,7 +54,7 @@ def test_limit_reached_reports_every_reason_once() -> None:
 def test_remove_clear_and_default_limit() -> None:
     cache: GuardCache[str] = GuardCache()
     assert cache.limit == 8
-    with patch_config(cache_size_limit=1):
+    with config.patch(cache_size_limit=1):
         assert cache.limit == 1
     entry = cache.add(_tree(0), "a")
     assert cache.remove(entry) and not cache.remove(entry)

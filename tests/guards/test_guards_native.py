@@ -39,7 +39,7 @@ from guards import (
     backend_scope,
     compile_guard,
     interpret,
-    patch_config,
+    config,
 )
 from guards.config import NATIVE_BACKGROUND, NATIVE_SYNC
 from guards.native import build, load_native, native_status
@@ -120,7 +120,7 @@ def test_failed_build_falls_back_with_one_warning(
     monkeypatch.setenv("GUARDS_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("CXX", _fake_compiler(tmp_path))
     t, tree = _tensor_tree()
-    with caplog.at_level(logging.INFO, logger="guards"), patch_config(native=mode):
+    with caplog.at_level(logging.INFO, logger="guards"), config.patch(native=mode):
         first = compile_guard(tree)
         if mode == NATIVE_BACKGROUND:
             assert native_status().startswith("building in the background")
@@ -199,7 +199,7 @@ def test_background_build_never_blocks(native_file: pathlib.Path, fresh_loader: 
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     compiler, cache = _gated(tmp_path, native_file, monkeypatch)
     t, tree = _tensor_tree()
-    with patch_config(native=NATIVE_BACKGROUND):
+    with config.patch(native=NATIVE_BACKGROUND):
         first = compile_guard(tree)  # NOTE: returns although the compile cannot finish
         assert not first.native
         assert native_status().startswith("building in the background")
@@ -230,7 +230,7 @@ def test_sync_mode_waits_for_the_build(native_file: pathlib.Path, fresh_loader: 
     start = time.monotonic()
     opened.start()
     try:
-        with patch_config(native=NATIVE_SYNC):
+        with config.patch(native=NATIVE_SYNC):
             guard = compile_guard(tree)
             waited = time.monotonic() - start
     finally:

@@ -57,8 +57,9 @@ def test_options_and_modes() -> None:
     for name, help_text in config.list_options().items():
         assert help_text and "\n" not in help_text, name
     assert resolve_options({"fusion": False}, "max-autotune")["max_autotune"] is True
-    with pytest.raises(KeyError):
+    with pytest.raises(ValueError, match="no_such_option"):
         resolve_options({"no_such_option": 1})
+    assert resolve_options({"partitioner": "default"}) == {"partitioner": "default"}
     with pytest.raises(TypeError):
         resolve_options({"threads": "two"})
     with pytest.raises(ValueError):

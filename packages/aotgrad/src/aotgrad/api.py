@@ -109,12 +109,17 @@ class AotCompiled:
                  bw_compiler: Compiler | None = None,
                  partition_fn: PartitionFnLike | None = None,
                  decompositions: str | Mapping[Any, Callable[..., Any]] | None = None,
+                 options: Mapping[str, object] | None = None,
                  ) -> None:
         self.fn = fn
         self.fw_compiler = fw_compiler
         self.bw_compiler = bw_compiler or fw_compiler
         self.partition_fn = partition_fn
         self.decompositions = decompositions
+        #: aotgrad option values (`aotgrad.config` names) in effect while this compiles.
+        self.options = dict(options or {})
+        _config.replace(self.options)  # checks names and types now
+        self._preparing = False
         self.saved_bytes = SavedBytesCounter()
         self.cache: dict[tuple[Any, ...], tuple[Runner, Any, bool]] = {}
         # NOTE: the hot path: flat-argument calls map straight to a runner, its tensor
@@ -151,6 +156,15 @@ class AotCompiled:
                         return tuple(outs)
                     return _output(outs, out_spec)
         return self._call_slow(args, kwargs, key)
+
+    def prepare(self, *args: Any) -> None:
+        """Compile for the call signature of `args` now, without running anything, so that
+        a compile error surfaces here (capture's backend call), not on the first call."""
+        self._preparing = True
+        try:
+            self._call_slow(args, {}, None)
+        finally:
+            self._preparing = False
 
     def _fast_key(self, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """A key for flat positional tensors and numbers (the backend's calls), else None.
@@ -190,8 +204,11 @@ class AotCompiled:
         entry = self.cache.get(key)
         if entry is None:
             leaves, in_spec = tree_flatten((args, kwargs, closure))
-            entry = self._compile(leaves, in_spec, training, key)
+            with _config.patch(self.options) if self.options else contextlib.nullcontext():
+                entry = self._compile(leaves, in_spec, training, key)
             self.cache[key] = entry
+        if self._preparing:
+            return None
         runner, out_spec, flat_output = entry
         check_overlap = bool(runner.forward.mutated_inputs)
         if fast_key is not None:
@@ -227,7 +244,7 @@ class AotCompiled:
                     key: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """The key of the shared compiled-graph cache (`aotgrad.cache`), or None when the
         function or a compile setting cannot be described soundly."""
-        if not _config.config().graph_cache:
+        if not _config.options.graph_cache:
             return None
         try:
             if self._signature is None:
@@ -269,7 +286,7 @@ class AotCompiled:
         tensors = [leaves[i] for i in positions]
         decomps = self.decompositions
         if decomps is None:
-            decomps = _config.config().decompositions
+            decomps = _config.options.decompositions
         if training:
             return compile_training(flat_fn, tensors, self.fw_compiler, self.bw_compiler,
                                     self.partition_fn, decomps, self.saved_bytes)

@@ -11,6 +11,7 @@ from typing import Any
 
 from torch import fx
 
+from aotgrad import config as _config
 from aotgrad.api import AotCompiled, LiftedModule
 from aotgrad.pipeline import PartitionFnLike
 from aotgrad.runtime import Compiler
@@ -41,16 +42,24 @@ class BackendCallable:
 def make_backend(fw_compiler: Compiler, bw_compiler: Compiler | None = None,
                  partition_fn: PartitionFnLike | None = None,
                  decompositions: str | Mapping[Any, Callable[..., Any]] | None = None,
+                 options: Mapping[str, object] | None = None,
                  ) -> Backend:
     """A capture backend `backend(gm, example_inputs) -> callable` that traces the captured
     graph to ATen, functionalizes it, and (when an input or parameter requires grad)
-    builds, partitions and compiles the joint forward/backward graph. Compiles lazily, once
-    per call signature."""
+    builds, partitions and compiles the joint forward/backward graph.
+
+    It compiles for the example inputs' call signature when called (so a compile error is
+    raised there, where capture reports it), and for any other signature on first use.
+    `options`: aotgrad option values (`aotgrad.config` names) in effect while compiling.
+    """
+    values = dict(options or {})
+    _config.replace(values)  # checks names and types now
 
     def backend(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-        del example_inputs  # compiled lazily on the first call, from the real arguments
         lifted = LiftedModule(gm)
-        compiled = AotCompiled(lifted, fw_compiler, bw_compiler, partition_fn, decompositions)
+        compiled = AotCompiled(lifted, fw_compiler, bw_compiler, partition_fn, decompositions,
+                               values)
+        compiled.prepare(*lifted.state(), *example_inputs)
         return BackendCallable(gm, compiled, lifted)
 
     return backend
@@ -73,7 +82,22 @@ run_graph_as_is = _GraphAsIs()
 
 # NOTE: like torch's aot_eager, no decompositions: the ATen graphs keep the ops (and the
 # numerics) that eager runs.
-aot_eager: Backend = make_backend(run_graph_as_is, run_graph_as_is, partition_fn="default",
-                                  decompositions="none")
+_aot_eager_default: Backend = make_backend(run_graph_as_is, run_graph_as_is,
+                                           partition_fn="default", decompositions="none")
 
 
+def aot_eager(gm: fx.GraphModule, example_inputs: list[Any],
+              options: Mapping[str, object] | None = None) -> Callable[..., Any]:
+    """The `aot_eager` backend: ATen graphs (forward and backward) run as they are.
+
+    `options`: aotgrad option values for this graph's compiles (`compiler.compile(...,
+    options=...)` passes them), e.g. `{"partitioner": "min_cut"}`.
+    """
+    if not options:
+        return _aot_eager_default(gm, example_inputs)
+    _config.replace(options)  # checks names and types (the partitioner's too)
+    values = dict(options)
+    partitioner = str(values.pop("partitioner", "default"))
+    backend = make_backend(run_graph_as_is, run_graph_as_is, partition_fn=partitioner,
+                           decompositions="none", options=values)
+    return backend(gm, example_inputs)

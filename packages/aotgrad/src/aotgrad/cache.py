@@ -261,4 +261,4 @@ def context_key() -> tuple[Any, ...]:
             autocast.append(None)
     return (torch.__version__, torch.get_default_dtype(), tuple(autocast),
             torch.are_deterministic_algorithms_enabled(), torch.is_inference_mode_enabled(),
-            _config.config())
+            _config.options)

@@ -31,7 +31,7 @@ def resolve_partitioner(partition_fn: PartitionFnLike | None) -> Callable[..., A
     from aotgrad.partition import get_partitioner
 
     if partition_fn is None:
-        partition_fn = _config.config().partitioner
+        partition_fn = _config.options.partitioner
     if isinstance(partition_fn, str):
         return get_partitioner(partition_fn)
     return partition_fn
@@ -106,7 +106,7 @@ def compile_training(fn: Callable[..., Any], tensors: Sequence[torch.Tensor],
     assert_functional(joint.gm)
     partition = resolve_partitioner(partition_fn)
     fw_gm, bw_gm = partition(joint.gm, num_fwd_outputs=joint.num_fwd_outputs,
-                             config=_config.config().partition_config())
+                             config=_config.options.partition_config())
     _fill_output_meta(fw_gm)
     _fill_output_meta(bw_gm)
     runner = TrainingRunner(joint.forward, fw_gm, bw_gm, num_fwd_outputs=joint.num_fwd_outputs,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -19,8 +19,9 @@ import torch
 from capture import policy
 from capture.backends import backend_name as _backend_name
 from capture.backends import list_backends, lookup_backend, register_backend
-from capture.config import config
-from capture.frame import CompiledFunction, is_compiling, reset_all, run_disabled
+from capture import config as config
+from capture.frame import CompiledFunction, CompileOptions, is_compiling, reset_all
+from capture.frame import run_disabled
 from capture.graph_break import BackendCompilerFailed, Unsupported
 from capture.module_wrapper import OptimizedModule, make_trampoline
 
@@ -49,12 +50,17 @@ def optimize(
     backend: str | Callable[..., Any] = "eager",
     fullgraph: bool = False,
     dynamic: bool | None = None,
+    options: Mapping[str, object] | None = None,
 ) -> Any:
     """Compile `target` (function, bound method or nn.Module) with `backend`.
 
     Returns a wrapper: a `CompiledFunction` for functions and methods, an `OptimizedModule`
     for modules. `dynamic=True` is accepted and treated as static shapes for now.
+    `options`: option values for this compile: capture's and guards' (`suppress_errors`,
+    `cache_size_limit`, ...) apply to the wrapper; any other name is passed to the backend
+    as `backend(gm, example_inputs, options=...)`.
     """
+    opts = CompileOptions.split(options)
     if isinstance(backend, str):
         backend_fn = lookup_backend(backend)
         name = backend
@@ -72,17 +78,18 @@ def optimize(
     if isinstance(target, OptimizedModule):
         target = target._orig_mod
     if isinstance(target, torch.nn.Module):
-        call = CompiledFunction(make_trampoline(), backend_fn, name, fullgraph)
+        call = CompiledFunction(make_trampoline(), backend_fn, name, fullgraph, options=opts)
         return OptimizedModule(target, call)
     if isinstance(target, CompiledFunction):
         target = target.fn
     if isinstance(target, types.MethodType) and isinstance(target.__func__, types.FunctionType):
-        return CompiledFunction(target.__func__, backend_fn, name, fullgraph, target.__self__)
+        return CompiledFunction(target.__func__, backend_fn, name, fullgraph, target.__self__,
+                                opts)
     if isinstance(target, types.FunctionType):
-        return CompiledFunction(target, backend_fn, name, fullgraph)
+        return CompiledFunction(target, backend_fn, name, fullgraph, options=opts)
     if callable(target) and isinstance(getattr(target, "__call__", None), types.MethodType):
         call_fn = target.__call__.__func__
-        return CompiledFunction(call_fn, backend_fn, name, fullgraph, target)
+        return CompiledFunction(call_fn, backend_fn, name, fullgraph, target, opts)
     raise TypeError(f"capture.optimize: cannot compile {type(target).__name__} objects")
 
 

@@ -34,15 +34,24 @@ def _discover() -> dict[str, metadata.EntryPoint]:
     return _entry_points
 
 
-def register_backend(name: str, fn: Backend | None = None) -> Any:
-    """Register `fn` under `name` (usable as a decorator when `fn` is omitted)."""
+def register_backend(name: str, fn: Backend | None = None, *, override: bool = False) -> Any:
+    """Register `fn` under `name` (usable as a decorator when `fn` is omitted).
+
+    A name already taken (registered, built in, or an installed entry point) raises
+    ValueError unless `override=True`.
+    """
     if fn is None:
 
         def decorate(f: Backend) -> Backend:
-            _registered[name] = f
+            register_backend(name, f, override=override)
             return f
 
         return decorate
+    if not override and name in list_backends():
+        raise ValueError(
+            f"a backend named {name!r} is already registered; pass override=True to "
+            "replace it"
+        )
     _registered[name] = fn
     return fn
 

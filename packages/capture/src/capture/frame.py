@@ -7,6 +7,7 @@ cache's compiled guard functions, call the transformed function.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import itertools
@@ -16,7 +17,7 @@ import time
 import types
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,11 +25,10 @@ import guards
 import torch
 from guards.sources import LocalSource
 
-from capture import backends, logs, runtime_checks
+from capture import backends, config, logs, runtime_checks
 from capture.bytecode import codegen, versions
 from capture.bytecode.instructions import format_code
-from capture.config import config
-from capture.graph_break import BackendCompilerFailed, Unsupported
+from capture.graph_break import BackendCompilerFailed, GraphBreakKind, Unsupported
 from capture.guard_builder import build_tree
 from capture.output_graph import OutputGraph
 from capture.values import CellValue, Value
@@ -36,9 +36,21 @@ from capture.values.wrap import wrap
 
 log = logging.getLogger("capture")
 
+
+class _QuietMetaFailures(logging.Filter):
+    """Drops fake-tensor's "failed while attempting to run meta" traceback while capture
+    traces: the op's error reaches the user from eager (`_user_error_probe`) instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (is_compiling() and str(record.msg).startswith("failed while attempting"))
+
+
+logging.getLogger("torch._subclasses.fake_tensor").addFilter(_QuietMetaFailures())
+
 _frame_ids = itertools.count()
 _all_wrappers: weakref.WeakSet[CompiledFunction] = weakref.WeakSet()
 _state = threading.local()
+_no_patch = contextlib.nullcontext()
 
 
 def is_compiling() -> bool:
@@ -61,21 +73,61 @@ class CompileRecord:
 # NOTE: caches are per code object (keyed by identity: equal code objects of different
 # functions keep apart) and per (backend, fullgraph), so two wrappers of one function with
 # one backend share their entries, and one function compiled with two backends does not.
+# NOTE: a compile call's options are part of the key: two wrappers with other options
+# (another cache size limit, other backend options) keep apart.
 _code_caches: dict[
-    tuple[int, int, bool],
+    tuple[int, int, bool, str],
     tuple[types.CodeType, guards.GuardCache[Callable[..., Any]], int, object],
 ] = {}
 
 
 def _shared_cache(
-    code: types.CodeType, backend: object, fullgraph: bool
+    code: types.CodeType, backend: object, fullgraph: bool, options: CompileOptions
 ) -> tuple[guards.GuardCache[Callable[..., Any]], int]:
-    key = (id(code), id(backend), fullgraph)
+    key = (id(code), id(backend), fullgraph, options.key)
     entry = _code_caches.get(key)
     if entry is None or entry[0] is not code or entry[3] is not backend:
-        entry = (code, guards.GuardCache(None), next(_frame_ids), backend)
+        limit = options.guards.get("cache_size_limit")
+        cache: guards.GuardCache[Callable[..., Any]] = guards.GuardCache(
+            limit if isinstance(limit, int) else None)
+        entry = (code, cache, next(_frame_ids), backend)
         _code_caches[key] = entry
     return entry[1], entry[2]
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """One compile call's option values, split by owner: capture's and guards' options apply
+    to the wrapper; every other name is passed to the backend (`backend(gm, example_inputs,
+    options=...)`). Names may be qualified (`guards.cache_size_limit`, `inductor.fusion`);
+    the backend gets them without their package."""
+
+    capture: Mapping[str, object] = field(default_factory=dict)
+    guards: Mapping[str, object] = field(default_factory=dict)
+    backend: Mapping[str, object] = field(default_factory=dict)
+
+    @staticmethod
+    def split(options: Mapping[str, object] | None) -> CompileOptions:
+        """Sort `options` by owner, checking capture's and guards' names and types."""
+        own: dict[str, object] = {}
+        guard: dict[str, object] = {}
+        rest: dict[str, object] = {}
+        for name, value in (options or {}).items():
+            package, dot, short = name.rpartition(".")
+            if package in ("", "capture") and short in config.declared:
+                own[short] = value
+            elif package in ("", "guards") and short in guards.config.declared:
+                guard[short] = value
+            else:
+                rest[short if dot else name] = value
+        config.replace(own)
+        guards.config.replace(guard)
+        return CompileOptions(own, guard, rest)
+
+    @property
+    def key(self) -> str:
+        return repr((sorted(self.capture.items()), sorted(self.guards.items()),
+                     sorted(self.backend.items())))
 
 
 def make_binder(fn: types.FunctionType) -> Callable[..., dict[str, object]]:
@@ -111,6 +163,10 @@ def make_binder(fn: types.FunctionType) -> Callable[..., dict[str, object]]:
         namespace[f"_cell{i}"] = cell
     exec(compile(src, f"<capture binder {code.co_name}>", "exec"), namespace)  # noqa: S102
     binder: Any = namespace["_bind"]
+    # NOTE: a call with wrong arguments raises the TypeError eager raises, naming the
+    # user's function ("f() takes 1 positional argument but 2 were given").
+    binder.__name__ = fn.__name__
+    binder.__qualname__ = fn.__qualname__
     binder.__defaults__ = fn.__defaults__
     binder.__kwdefaults__ = fn.__kwdefaults__
     return binder  # type: ignore[no-any-return]  # built by exec
@@ -126,6 +182,7 @@ class CompiledFunction:
         backend_name: str,
         fullgraph: bool,
         self_obj: object | None = None,
+        options: CompileOptions | None = None,
     ) -> None:
         self.fn = fn
         self.code = fn.__code__
@@ -134,17 +191,23 @@ class CompiledFunction:
         self.backend_name = backend_name
         self.fullgraph = fullgraph
         self.self_obj = self_obj
-        self.cache, self.frame_id = _shared_cache(self.code, backend, fullgraph)
+        self.options = options or CompileOptions()
+        self.cache, self.frame_id = _shared_cache(self.code, backend, fullgraph, self.options)
         self.compiles: list[CompileRecord] = []
         self._binder = make_binder(fn)
         self._logged_fallback = False
         self._warned_limit = False
+        self._entry_grad_mode = True
         _all_wrappers.add(self)
         functools.update_wrapper(self, fn)
 
+    def option(self, name: str) -> Any:
+        """A capture option's value for this wrapper: its compile call's, else the global."""
+        return self.options.capture.get(name, getattr(config.options, name))
+
     @property
     def limit(self) -> int:
-        return config.cache_size_limit
+        return self.cache.limit
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.self_obj is not None:
@@ -178,12 +241,18 @@ class CompiledFunction:
                     warnings.warn(
                         f"capture: cache_size_limit ({self.limit}) reached for "
                         f"{self.code.co_name} ({self.code.co_filename}:{self.code.co_firstlineno}); "
-                        f"running it eagerly from now on. Last failure: {reasons[0]}",
+                        f"running it eagerly from now on. Last failure: {reasons[0]}. "
+                        "To keep more compiled entries per function, raise the limit: "
+                        "compiler.compile(..., options={'cache_size_limit': N}), "
+                        "compiler.config.patch(cache_size_limit=N) or env "
+                        "GUARDS_CACHE_SIZE_LIMIT=N",
                         stacklevel=3,
                     )
                 return self.fn(*args, **kwargs)
-            if config.log_recompiles:
-                logs.recompile_log.warning(
+            if self.option("log_recompiles"):
+                # NOTE: INFO, not a warning: a recompile after `model.eval()` or a grad-mode
+                # toggle is expected; enable the 'capture.recompiles' logger to see them.
+                logs.recompile_log.info(
                     "[%d/%d] recompiling %s (%s:%d): %s",
                     self.frame_id,
                     len(cache),
@@ -192,7 +261,8 @@ class CompiledFunction:
                     self.code.co_firstlineno,
                     reasons[0],
                 )
-        entry_fn = self._compile(L)
+        with guards.config.patch(self.options.guards) if self.options.guards else _no_patch:
+            entry_fn = self._compile(L)
         return entry_fn(*args, **kwargs)
 
     def _compile(self, L: dict[str, object]) -> Callable[..., Any]:
@@ -201,24 +271,19 @@ class CompiledFunction:
         global_state = guards.GlobalStateMatch.current()
         output = OutputGraph(self.f_globals, self.code.co_name)
         grad_mode = torch.is_grad_enabled()
+        self._entry_grad_mode = grad_mode
         autocast_state = torch.is_autocast_enabled("cpu")
         _state.compiling = True
         try:
             new_code, gm = _trace_and_codegen(self, output, L, marker)
         except Unsupported as e:
-            if self.fullgraph:
-                raise
             tree = build_tree(output.guards.values(), global_state)
             self.compiles.append(CompileRecord(None, tree, None, time.perf_counter() - start, e))
-            if not self._logged_fallback:
-                self._logged_fallback = True
-                log.warning(
-                    "[%s] capture could not compile %s; running it eagerly. Reason: %s",
-                    marker,
-                    self.code.co_name,
-                    e,
-                )
-            self._add_entry(tree, self.fn)
+            if e.kind is GraphBreakKind.EXCEPTION:
+                return self._user_error_probe(e, tree, marker)
+            if self.fullgraph:
+                raise
+            self._fall_back(e, tree, marker)
             return self.fn
         finally:
             _state.compiling = False
@@ -231,12 +296,45 @@ class CompiledFunction:
         fn.__kwdefaults__ = self.fn.__kwdefaults__
         record = CompileRecord(gm, tree, new_code, time.perf_counter() - start)
         self.compiles.append(record)
-        if config.verbose or logs.guards_log.isEnabledFor(logging.DEBUG):
+        if self.option("verbose") or logs.guards_log.isEnabledFor(logging.DEBUG):
             logs.verbose_print("guards", marker, tree.render())
             logs.verbose_print("bytecode", marker, "original:\n" + format_code(self.code)
                                + "\ntransformed:\n" + format_code(new_code))
         self._add_entry(tree, fn)
         return fn
+
+    def _fall_back(self, error: Unsupported, tree: guards.GuardTree, marker: str) -> None:
+        """Run this code eagerly for inputs passing `tree` (the reason is logged once)."""
+        if not self._logged_fallback:
+            self._logged_fallback = True
+            log.warning("[%s] capture could not compile %s; running it eagerly. Reason: %s",
+                        marker, self.code.co_name, error)
+        self._add_entry(tree, self.fn)
+
+    def _user_error_probe(
+        self, error: Unsupported, tree: guards.GuardTree, marker: str
+    ) -> Callable[..., Any]:
+        """The call to make when tracing met an exception (`x @ y` of mismatched shapes, a
+        missing dict key, a failed assert): run the function eagerly, so that the user gets
+        eager's own exception, raised from their line. If eager raises nothing, capture could
+        not follow the program: fall back to eager (or, under fullgraph, raise `error`)."""
+
+        def probe(*args: Any, **kwargs: Any) -> Any:
+            try:
+                result = self.fn(*args, **kwargs)
+            except Exception as user_error:
+                log.info("[%s] %s raised %s (eagerly too): %s", marker, self.code.co_name,
+                         type(user_error).__name__, user_error)
+                raise
+            if self.fullgraph:
+                error.hints.append(
+                    "The function ran eagerly once to check whether this exception is the "
+                    "program's own: it raised nothing, so capture could not follow it.")
+                raise error
+            self._fall_back(error, tree, marker)
+            return result
+
+        return probe
 
     def _add_entry(self, tree: guards.GuardTree, value: Callable[..., Any]) -> None:
         try:
@@ -283,7 +381,7 @@ def _trace_and_codegen(
         runtime_checks.add_runtime_checks(output.graph, output.fake_mode.shape_env)
         output.graph.output(tuple(v.node for v in cg.graph_outputs))
         gm = torch.fx.GraphModule(torch.nn.Module(), output.graph, "CapturedGraph")
-        if config.verbose or logs.graph_log.isEnabledFor(logging.DEBUG):
+        if cf.option("verbose") or logs.graph_log.isEnabledFor(logging.DEBUG):
             logs.verbose_print("graph", marker, gm.print_readable(print_output=False))
         example_inputs = [tensor for _, tensor, _ in output.inputs]
         compiled = _call_backend(cf, gm, example_inputs)
@@ -300,19 +398,31 @@ def _trace_and_codegen(
 def _call_backend(
     cf: CompiledFunction, gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]
 ) -> Callable[..., Any]:
+    """The backend's compiled callable for `gm`; a backend failure (it raises, or returns no
+    callable) is logged and the graph runs eagerly under `suppress_errors`, else it raises
+    `BackendCompilerFailed` naming the backend."""
     _state.compiling = False
+    grad_mode = torch.is_grad_enabled()
+    # NOTE: the graph is called first thing in the transformed code, so in the caller's grad
+    # mode: a backend that compiles for its example inputs' signature then gets the right one.
+    torch._C._set_grad_enabled(cf._entry_grad_mode)
     try:
-        return cf.backend(gm, example_inputs)  # type: ignore[no-any-return]
+        if cf.options.backend:
+            compiled = cf.backend(gm, example_inputs, options=dict(cf.options.backend))
+        else:
+            compiled = cf.backend(gm, example_inputs)
+        if not callable(compiled):
+            raise TypeError(f"the backend returned {compiled!r:.60}, not a callable")
+        return compiled  # type: ignore[no-any-return]
     except Exception as e:
-        if config.suppress_errors:
-            warnings.warn(
-                f"capture: backend {cf.backend_name!r} raised {type(e).__name__}: {e}; "
-                "running the graph eagerly",
-                stacklevel=4,
-            )
+        if cf.option("suppress_errors"):
+            log.warning("capture: backend %r failed on a graph of %s (%s: %s); running that "
+                        "graph eagerly (suppress_errors)", cf.backend_name, cf.code.co_name,
+                        type(e).__name__, e)
             return backends.eager(gm, example_inputs)
         raise BackendCompilerFailed(cf.backend_name, e) from e
     finally:
+        torch._C._set_grad_enabled(grad_mode)
         _state.compiling = True
 
 

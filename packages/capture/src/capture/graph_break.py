@@ -93,7 +93,9 @@ class BackendCompilerFailed(RuntimeError):
     def __init__(self, backend_name: str, inner: BaseException) -> None:
         super().__init__(
             f"backend {backend_name!r} raised {type(inner).__name__}: {inner}\n"
-            "Set capture.config.suppress_errors = True to fall back to eager instead."
+            "To run the graph eagerly instead, set the option suppress_errors: "
+            "compiler.compile(..., options={'suppress_errors': True}), "
+            "compiler.config.patch(suppress_errors=True) or env CAPTURE_SUPPRESS_ERRORS=1."
         )
         self.backend_name = backend_name
         self.inner = inner

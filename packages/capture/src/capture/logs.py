@@ -1,6 +1,6 @@
 """Capture's loggers: one per topic, under the `capture` logger.
 
-`capture.config.verbose` (env `CAPTURE_VERBOSE=1`) prints graphs, guards and bytecode.
+`capture.config.options.verbose` (env `CAPTURE_VERBOSE=1`) prints graphs, guards and bytecode.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ recompile_log = logging.getLogger("capture.recompiles")
 
 def verbose_print(topic: str, marker: str, text: str) -> None:
     """Log `text` at INFO on the topic logger; print it too when `config.verbose` is set."""
-    from capture.config import config
+    from capture import config
 
     logger = logging.getLogger(f"capture.{topic}")
     message = f"[{marker}] {topic}:\n{text}"
-    if config.verbose:
+    if config.options.verbose:
         print(message, flush=True)
     logger.debug(message)

@@ -10,7 +10,7 @@ import capture
 import torch
 
 from compiler.backends import Backend
-from compiler.options import ConfiguredBackend, resolve_options
+from compiler.options import resolve_options
 from compiler.validation import expect, type_name
 
 _P = ParamSpec("_P")
@@ -89,8 +89,12 @@ def compile(
         mode: A mode name (see `list_mode_options()`): `"default"`, `"reduce-overhead"`,
             `"max-autotune"` or `"max-autotune-no-cudagraphs"`. Only for the inductor
             backend; not together with `options`.
-        options: Inductor option values by name (see `list_options()`), e.g.
-            `{"fusion": False}`. Only for the inductor backend; not together with `mode`.
+        options: Option values for this compiled function only, by name (see
+            `list_options()`; `<package>.<option>` or a unique short name), e.g.
+            `{"fusion": False, "cache_size_limit": 16, "suppress_errors": True}`. Capture's
+            and guards' options apply to the compiled wrapper; the others (aotgrad's,
+            inductor's) are passed to the backend as `backend(gm, example_inputs,
+            options=...)`. Not together with `mode`.
         disable: If True, return `model` unchanged (a no-op, for quick A/B runs).
 
     Returns:
@@ -102,10 +106,11 @@ def compile(
     Raises:
         TypeError: An argument has the wrong type; the message names the parameter and the
             type received.
-        ValueError: `backend` names no registered backend, `mode` is unknown, or `options`
-            has an unknown key; the message lists the closest valid names.
-        RuntimeError: Both `mode` and `options` are given, or `mode`/`options` are given for
-            a backend other than inductor.
+        ValueError: `backend` names no registered backend, `mode` is unknown, `options`
+            has an unknown key (the message lists the closest valid names), or `options`
+            has backend options for a backend that takes none.
+        RuntimeError: Both `mode` and `options` are given, or `mode` or inductor options
+            are given for a backend other than inductor.
 
     Examples:
         Compile a function with the eager backend (capture only, no code generation):
@@ -140,6 +145,14 @@ def compile(
         Traceback (most recent call last):
             ...
         ValueError: unknown backend 'eagr'. Did you mean 'eager'...
+        >>> compiler.compile(f, options={"cache_size_limt": 2})  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+            ...
+        ValueError: unknown option 'cache_size_limt'. Did you mean ...'cache_size_limit'...
+
+        Options for one compiled function (here: keep at most 2 compiled entries):
+
+        >>> small = compiler.compile(f, backend="eager", options={"cache_size_limit": 2})
 
     Notes:
         Signature-compatible with `torch.compile`. Compilation is lazy: nothing is captured
@@ -166,9 +179,11 @@ def compile(
     )
     if disable:
         return model
+    backend_fn = capture.lookup_backend(backend) if isinstance(backend, str) else backend
+    name = backend if isinstance(backend, str) else getattr(backend, "__name__", type_name(backend))
+    values = resolve_options(name, backend_fn, mode, options)
     return capture.optimize(
-        model, backend=_resolve_backend(backend, mode, options), fullgraph=fullgraph,
-        dynamic=dynamic,
+        model, backend=backend, fullgraph=fullgraph, dynamic=dynamic, options=values or None,
     )
 
 
@@ -185,25 +200,6 @@ def _check_flags(
     expect("compile", "options", options, "a mapping or None",
            options is None or isinstance(options, Mapping))
     expect("compile", "disable", disable, "a bool", isinstance(disable, bool))
-
-
-def _resolve_backend(
-    backend: str | Backend, mode: str | None, options: Mapping[str, object] | None
-) -> str | Backend:
-    """The backend to hand to capture: looked up now (so bad names fail at compile())."""
-    if isinstance(backend, str):
-        fn = capture.lookup_backend(backend)
-    else:
-        fn = backend
-    if mode is None and not options:
-        return backend
-    if backend != "inductor":
-        raise RuntimeError(
-            f"compile(mode=..., options=...) applies to the inductor backend only, "
-            f"not to backend {backend if isinstance(backend, str) else type_name(backend)!r}"
-        )
-    values = resolve_options(mode, options)
-    return ConfiguredBackend("inductor", fn, values) if values else backend
 
 
 def reset() -> None:

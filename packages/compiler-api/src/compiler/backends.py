@@ -70,22 +70,26 @@ def lookup_backend(name: str) -> Backend:
 
 
 @overload
-def register_backend(name: str, fn: Backend) -> Backend: ...
+def register_backend(name: str, fn: Backend, *, override: bool = False) -> Backend: ...
 
 
 @overload
-def register_backend(name: str, fn: None = None) -> Callable[[Backend], Backend]: ...
+def register_backend(
+    name: str, fn: None = None, *, override: bool = False
+) -> Callable[[Backend], Backend]: ...
 
 
 def register_backend(
-    name: str, fn: Backend | None = None
+    name: str, fn: Backend | None = None, *, override: bool = False
 ) -> Backend | Callable[[Backend], Backend]:
     """Register a backend under `name`, directly or as a decorator.
 
     Args:
         name: The name to register; `compiler.compile(backend=name)` then uses it.
         fn: The backend, `fn(gm, example_inputs) -> compiled callable`. Omit it to use
-            `register_backend(name)` as a decorator.
+            `register_backend(name)` as a decorator. A backend that takes an `options`
+            keyword gets a compile call's backend options (`compile(..., options=...)`).
+        override: Replace a backend already registered under `name` (default: an error).
 
     Returns:
         `fn` itself, or (when `fn` is omitted) a decorator that registers and returns its
@@ -93,6 +97,8 @@ def register_backend(
 
     Raises:
         TypeError: `name` is not a string or `fn` is not callable.
+        ValueError: `name` is taken (a registered, built-in or installed backend) and
+            `override` is False.
 
     Examples:
         >>> import compiler
@@ -103,20 +109,25 @@ def register_backend(
         True
         >>> compiler.lookup_backend("doc_counting") is doc_counting
         True
+        >>> compiler.register_backend("doc_counting", doc_counting)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+            ...
+        ValueError: a backend named 'doc_counting' is already registered; pass override=True...
 
     Notes:
         Packages register backends without code, through the entry-point group
         `capture.backends` (`name = "module:object"`) in their `pyproject.toml`.
     """
     expect("register_backend", "name", name, "a str", isinstance(name, str))
+    expect("register_backend", "override", override, "a bool", isinstance(override, bool))
     if fn is None:
 
         def decorate(f: Backend) -> Backend:
             expect("register_backend", "fn", f, "a callable backend", callable(f))
-            capture.register_backend(name, f)
+            capture.register_backend(name, f, override=override)
             return f
 
         return decorate
     expect("register_backend", "fn", fn, "a callable backend", callable(fn))
-    capture.register_backend(name, fn)
+    capture.register_backend(name, fn, override=override)
     return fn

@@ -1,81 +1,28 @@
 """One front door over every package's options: `compiler.config`.
 
-Options are named `<package>.<option>` (`capture.verbose`, `inductor.fusion`, ...). Each
-package declares, documents and reads (from the environment) its own options in its own
-`config.py`; this module lists them, reads their values and patches them through each
-package's API. It holds no option of its own.
+Options are named `<package>.<option>` (`capture.verbose`, `inductor.fusion`, ...); a name
+that only one package declares may be given short (`verbose`). Each package declares,
+documents and reads (from the environment) its own options in its own `config.py`, all in
+the same shape (`options`, `patch`, `list_options`, `values`, `declared`, `replace`), so this
+module reaches them all the same way. It holds no option of its own.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+import importlib
+from collections.abc import Iterator, Mapping
+from types import ModuleType
 
 from compiler.validation import expect, unknown_name_message
 
-
-@dataclass(frozen=True, slots=True)
-class _Package:
-    """How to reach one package's options: list them, read their values, patch them."""
-
-    list_options: Callable[[], Mapping[str, str]]
-    values: Callable[[], Mapping[str, object]]
-    patch: Callable[[dict[str, object]], contextlib.AbstractContextManager[object]]
+#: The packages with options, in listing order (each has a `config` module).
+PACKAGES = ("capture", "guards", "aotgrad", "inductor")
 
 
-def _capture() -> _Package:
-    import capture
-
-    cfg = capture.config
-    return _Package(cfg.list_options, cfg.to_dict, lambda changes: cfg.patch(**changes))
-
-
-def _guards() -> _Package:
-    from guards import config as guards_config
-
-    return _Package(
-        guards_config.list_options,
-        lambda: dataclasses.asdict(guards_config.get_config()),
-        lambda changes: guards_config.patch(**_ints(changes)),
-    )
-
-
-def _ints(changes: dict[str, object]) -> dict[str, int]:
-    # NOTE: every guards option is an int; its patch() is typed so.
-    for name, value in changes.items():
-        expect("config.patch", f"guards.{name}", value, "an int",
-               isinstance(value, int) and not isinstance(value, bool))
-    return {name: int(value) for name, value in changes.items()}  # type: ignore[call-overload]  # checked above
-
-
-def _aotgrad() -> _Package:
-    from aotgrad import config as aotgrad_config
-
-    return _Package(
-        aotgrad_config.list_options,
-        lambda: dataclasses.asdict(aotgrad_config.config()),
-        lambda changes: aotgrad_config.patch(**changes),
-    )
-
-
-def _inductor() -> _Package:
-    from inductor import config as inductor_config
-
-    return _Package(
-        inductor_config.list_options,
-        inductor_config.options.snapshot,
-        lambda changes: inductor_config.patch(changes),
-    )
-
-
-_PACKAGES: dict[str, Callable[[], _Package]] = {
-    "capture": _capture,
-    "guards": _guards,
-    "aotgrad": _aotgrad,
-    "inductor": _inductor,
-}
+def package_config(package: str) -> ModuleType:
+    """The `config` module of `package` (imported on first use)."""
+    return importlib.import_module(f"{package}.config")
 
 
 class Config:
@@ -92,9 +39,9 @@ class Config:
         True
         >>> compiler.config.get("capture.verbose")
         False
-        >>> with compiler.config.patch(verbose=True):   # unique short names work too
-        ...     compiler.config.get("verbose")
-        True
+        >>> with compiler.config.patch(cache_size_limit=16):   # unique short names work too
+        ...     compiler.config.get("guards.cache_size_limit")
+        16
 
     Notes:
         Environment variables (`CAPTURE_VERBOSE=1`, `INDUCTOR_FUSION=0`, ...) set defaults;
@@ -110,16 +57,16 @@ class Config:
             A new dict, sorted by package then option name.
         """
         out: dict[str, str] = {}
-        for package, reach in _PACKAGES.items():
-            for name, help_text in sorted(reach().list_options().items()):
+        for package in PACKAGES:
+            for name, help_text in sorted(package_config(package).list_options().items()):
                 out[f"{package}.{name}"] = help_text
         return out
 
     def as_dict(self) -> dict[str, object]:
         """The current value of every option, keyed `<package>.<option>`."""
         out: dict[str, object] = {}
-        for package, reach in _PACKAGES.items():
-            for name, value in sorted(reach().values().items()):
+        for package in PACKAGES:
+            for name, value in sorted(package_config(package).values().items()):
                 out[f"{package}.{name}"] = value
         return out
 
@@ -131,8 +78,20 @@ class Config:
             ValueError: no such option, or a short name shared by several packages.
         """
         expect("config.get", "name", name, "a str", isinstance(name, str))
-        package, option = self._qualify(name)
-        return _PACKAGES[package]().values()[option]
+        package, option = self.qualify(name)
+        value: object = getattr(package_config(package).options, option)
+        return value
+
+    def group(self, changes: Mapping[str, object], function: str) -> dict[str, dict[str, object]]:
+        """`changes` by package (short option names), checked by name and type."""
+        grouped: dict[str, dict[str, object]] = {}
+        for name, value in changes.items():
+            expect(function, "options", name, "a mapping with str keys", isinstance(name, str))
+            package, option = self.qualify(name)
+            grouped.setdefault(package, {})[option] = value
+        for package, values in grouped.items():
+            package_config(package).replace(values)
+        return grouped
 
     @contextlib.contextmanager
     def patch(
@@ -146,23 +105,19 @@ class Config:
 
         Raises:
             TypeError: `changes` is not a mapping, a name is not a string, or a value has the
-                wrong type for its option (the package checks values).
+                wrong type for its option.
             ValueError: an unknown option name (the message lists the closest names).
         """
         expect("config.patch", "changes", changes, "a mapping or None",
                changes is None or isinstance(changes, Mapping))
-        grouped: dict[str, dict[str, object]] = {}
-        for name, value in {**(changes or {}), **kwargs}.items():
-            expect("config.patch", "changes", name, "a mapping with str keys",
-                   isinstance(name, str))
-            package, option = self._qualify(name)
-            grouped.setdefault(package, {})[option] = value
+        grouped = self.group({**(changes or {}), **kwargs}, "config.patch")
         with contextlib.ExitStack() as stack:
             for package, values in grouped.items():
-                stack.enter_context(_PACKAGES[package]().patch(values))
+                stack.enter_context(package_config(package).patch(values))
             yield
 
-    def _qualify(self, name: str) -> tuple[str, str]:
+    def qualify(self, name: str) -> tuple[str, str]:
+        """(package, option) for `<package>.<option>` or a unique short name."""
         options = self.list_options()
         if name in options:
             package, _, option = name.partition(".")
@@ -175,7 +130,8 @@ class Config:
             raise ValueError(
                 f"option name {name!r} is ambiguous; use one of {', '.join(owners)}"
             )
-        raise ValueError(unknown_name_message("option", name, options))
+        short = {q.partition(".")[2] for q in options}
+        raise ValueError(unknown_name_message("option", name, [*options, *short]))
 
     def __repr__(self) -> str:
         return f"<compiler.config: {len(self.list_options())} options; see list_options()>"

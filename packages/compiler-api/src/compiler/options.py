@@ -1,53 +1,48 @@
-"""Backend options and modes for `compiler.compile(mode=..., options=...)`.
+"""Options and modes for `compiler.compile(mode=..., options=...)`.
 
-The option and mode tables live in `inductor.config` (`list_options()`,
-`list_mode_options()`); this module only reads them, validates names against them, and wraps
-the inductor backend so its compile runs under the chosen option values.
+The option tables are the packages' own (`<package>.config`), reached through
+`compiler.config`; the mode table is inductor's (`inductor.config.list_mode_options()`).
+This module lists them and checks a compile call's options; capture then applies capture's
+and guards' options to the compiled wrapper and passes the others to the backend as its
+`options` argument.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator, Mapping
+import inspect
+from collections.abc import Mapping
 from typing import Any, overload
 
-import torch
-
+from compiler.config import config, package_config
 from compiler.validation import expect, unknown_name_message
 
-
-def _inductor_config() -> Any:
-    # NOTE: imported on use so `import compiler` stays cheap and works while inductor is
-    # partially built; the tables themselves are always inductor's.
-    from inductor import config
-
-    return config
+#: Packages whose options a compiled wrapper applies itself (the rest go to the backend).
+WRAPPER_PACKAGES = ("capture", "guards")
 
 
 def list_options() -> dict[str, str]:
-    """List the options `compiler.compile(options=...)` accepts, with a one-line help each.
-
-    The options are the inductor backend's (read from `inductor.config`), like
-    `torch.compiler.list_options()`.
+    """List every option of the compiler stack, with a one-line help each.
 
     Returns:
-        A new dict mapping each option name to its help text.
+        A new dict mapping `<package>.<option>` (`capture.suppress_errors`,
+        `guards.cache_size_limit`, `aotgrad.partitioner`, `inductor.fusion`, ...) to its
+        help text, which names the option's environment variable.
 
     Examples:
         >>> import compiler
         >>> opts = compiler.list_options()
         >>> all(isinstance(k, str) and isinstance(v, str) for k, v in opts.items())
         True
-        >>> "fusion" in opts
+        >>> "inductor.fusion" in opts and "guards.cache_size_limit" in opts
         True
 
     Notes:
-        Every option also has an environment variable, named in the inductor package's
-        `config.py`; `compiler.config.patch({"inductor.<name>": value})` changes one for a
-        block of code.
+        The same table as `compiler.config.list_options()`. Any option can be given to
+        `compiler.compile(..., options={name: value})` (for that compiled function only) or
+        changed for a block with `compiler.config.patch(name=value)`; a name only one
+        package declares may be given without its package.
     """
-    options: dict[str, str] = dict(_inductor_config().list_options())
-    return options
+    return config.list_options()
 
 
 @overload
@@ -65,8 +60,8 @@ def list_mode_options(mode: str | None = None) -> dict[str, dict[str, object]] |
         mode: A mode name such as `"max-autotune"`; `None` lists every mode.
 
     Returns:
-        With `mode=None`, a dict from mode name to that mode's option values; otherwise the
-        option values of `mode` alone.
+        With `mode=None`, a dict from mode name to that mode's option values (inductor
+        option names); otherwise the option values of `mode` alone.
 
     Raises:
         TypeError: `mode` is neither a string nor None.
@@ -84,9 +79,8 @@ def list_mode_options(mode: str | None = None) -> dict[str, dict[str, object]] |
         inductor settings.
     """
     expect("list_mode_options", "mode", mode, "a str or None", mode is None or isinstance(mode, str))
-    modes: dict[str, dict[str, object]] = {
-        name: dict(values) for name, values in _inductor_config().list_mode_options().items()
-    }
+    table: Any = package_config("inductor").list_mode_options()
+    modes: dict[str, dict[str, object]] = {name: dict(values) for name, values in table.items()}
     if mode is None:
         return modes
     if mode not in modes:
@@ -95,50 +89,39 @@ def list_mode_options(mode: str | None = None) -> dict[str, dict[str, object]] |
 
 
 def resolve_options(
-    mode: str | None, options: Mapping[str, object] | None
+    backend: str, backend_fn: Any, mode: str | None, options: Mapping[str, object] | None
 ) -> dict[str, object]:
-    """The inductor option values for `mode` and `options`, validated by name and type."""
+    """A compile call's option values, keyed `<package>.<option>`, checked by name and type
+    and against what the backend accepts."""
     if mode is not None and options is not None:
         raise RuntimeError(
             "compile() takes either `mode` or `options`, not both (as torch.compile)"
         )
-    values = dict(list_mode_options(mode)) if mode is not None else {}
+    values: dict[str, object] = {}
+    if mode is not None:
+        values = {f"inductor.{k}": v for k, v in list_mode_options(mode).items()}
     if options:
-        known = list_options()
-        for key in options:
-            expect("compile", "options", key, "a mapping with str keys", isinstance(key, str))
-            if key not in known:
-                raise ValueError(unknown_name_message("option", key, known))
-        values.update(options)
-    if values:
-        # Delegate value/type validation to inductor now, so mistakes surface at compile().
-        with _inductor_config().patch(values):
-            pass
+        for package, changes in config.group(options, "compile").items():
+            values.update({f"{package}.{k}": v for k, v in changes.items()})
+    for_backend = sorted(q for q in values if q.partition(".")[0] not in WRAPPER_PACKAGES)
+    if not for_backend:
+        return values
+    inductor_only = [q for q in for_backend if q.startswith("inductor.")]
+    if backend != "inductor" and (inductor_only or mode is not None):
+        raise RuntimeError(
+            f"compile(mode=..., options={{'inductor.*': ...}}) applies to the inductor backend "
+            f"only, not to backend {backend!r} ({', '.join(inductor_only) or mode})"
+        )
+    if not _takes_options(backend_fn):
+        raise ValueError(
+            f"backend {backend!r} takes no options, so {', '.join(for_backend)} cannot apply "
+            "(a backend takes them as `backend(gm, example_inputs, options=...)`)"
+        )
     return values
 
 
-class ConfiguredBackend:
-    """A backend that runs another one under `inductor.config.patch(options)`.
-
-    The compile of each captured graph happens inside the patch, so the options reach code
-    generation; the name stays the wrapped backend's for error messages.
-    """
-
-    def __init__(self, name: str, backend: Callable[..., Any], options: dict[str, object]):
-        self.__name__ = name
-        self.__qualname__ = name
-        self.backend = backend
-        self.options = options
-
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-        with _patched(self.options):
-            return self.backend(gm, example_inputs)
-
-    def __repr__(self) -> str:
-        return f"ConfiguredBackend({self.__name__!r}, options={self.options!r})"
-
-
-@contextlib.contextmanager
-def _patched(values: dict[str, object]) -> Iterator[None]:
-    with _inductor_config().patch(values):
-        yield
+def _takes_options(backend_fn: Any) -> bool:
+    try:
+        return "options" in inspect.signature(backend_fn).parameters
+    except (TypeError, ValueError):
+        return False

@@ -30,7 +30,7 @@ Public names:
 - cache: GuardCache, CacheEntry, MissReport, CacheLimitReached, cache_for,
   clear_all_caches
 - backend identity: backend_scope, set_backend, reset_backend
-- config: GuardsConfig, get_config, patch_config
+- config: the `config` module (`config.options`, `config.patch`), GuardsConfig
 """
 
 from guards.cache import (
@@ -83,9 +83,8 @@ from guards.checks import (
 )
 from guards.codegen import CompiledGuard as CompiledGuard
 from guards.codegen import compile_guard as compile_guard
+from guards import config as config
 from guards.config import GuardsConfig as GuardsConfig
-from guards.config import get_config as get_config
-from guards.config import patch as patch_config
 from guards.exprs import (
     Expr as Expr,
 )
@@ -195,11 +194,10 @@ __all__ = [
     "clear_all_caches",
     "compile_guard",
     "explain",
-    "get_config",
+    "config",
     "interpret",
     "parse_expr",
     "parse_relation",
-    "patch_config",
     "reset_backend",
     "set_backend",
 ]

@@ -16,7 +16,7 @@ from types import CodeType
 from typing import Generic, TypeVar
 
 from guards.codegen import CompiledGuard, GuardFn, compile_guard
-from guards.config import get_config
+from guards import config
 from guards.interpret import explain
 from guards.tree import GuardTree
 
@@ -93,7 +93,7 @@ class GuardCache(Generic[T]):
     @property
     def limit(self) -> int:
         """The size limit: the one given, else `GuardsConfig.cache_size_limit` now."""
-        return self._limit if self._limit is not None else get_config().cache_size_limit
+        return self._limit if self._limit is not None else config.options.cache_size_limit
 
     @property
     def entries(self) -> tuple[CacheEntry[T], ...]:

@@ -184,9 +184,9 @@ class TensorMatch(Check):
             for i, st in enumerate(strides_now)
         )
         if dispatch_keys is None:
-            from guards.config import get_config
+            from guards import config
 
-            dispatch_keys = bool(get_config().tensor_dispatch_keys)
+            dispatch_keys = bool(config.options.tensor_dispatch_keys)
         keys = torch._C._dispatch_keys(tensor).raw_repr() if dispatch_keys else None
         layout = None if tensor.layout is torch.strided else tensor.layout
         return TensorMatch(type(tensor), tensor.dtype, tensor.device,

@@ -34,7 +34,7 @@ from guards.checks import (
     TensorMatch,
     TypeMatch,
 )
-from guards.config import get_config
+from guards import config
 from guards.dispatch_keys import keyset_equals
 from guards.native.plan import NativeBatch
 from guards.sources import LocalSource
@@ -435,7 +435,7 @@ def _needs_torch(tree: GuardTree) -> bool:
 
 def _native_module(tree: GuardTree, native: bool | None) -> Any:
     """The native module to generate against, or None (see `compile_guard`)."""
-    if native is False or (native is None and not get_config().native):
+    if native is False or (native is None and not config.options.native):
         return None
     if not _needs_torch(tree):
         return None  # NOTE: keeps guards without tensors free of torch and of the build

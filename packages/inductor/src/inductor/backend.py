@@ -2,7 +2,8 @@
 compiles the forward and backward ATen graphs (`compile_aten`).
 
 Registered as `inductor = "inductor.backend:inductor"` in the `capture.backends` entry
-points. `make_inductor(options, mode)` builds a backend with options applied while compiling.
+points. `make_inductor(options, mode)` builds a backend with options applied while compiling;
+`inductor(gm, example_inputs, options=...)` takes a compile call's options as an argument.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch.fx
+
+from aotgrad import config as aotgrad_config
 
 from inductor import config
 from inductor.decompositions import decomposition_table
@@ -21,20 +24,33 @@ Backend = Callable[[torch.fx.GraphModule, list[Any]], Callable[..., Any]]
 
 def resolve_options(options: Mapping[str, Any] | None = None,
                     mode: str | None = None) -> dict[str, Any]:
-    """Validate `mode` and `options` against the declared options; options win over mode."""
+    """Validate `mode` and `options` against the declared inductor and aotgrad options
+    (ValueError for an unknown name, TypeError for a wrong type); options win over mode."""
     values: dict[str, Any] = {}
     if mode is not None:
         modes = config.list_mode_options()
         if mode not in modes:
             raise ValueError(f"unknown mode {mode!r}; one of {sorted(modes)}")
         values.update(modes[mode])
-    for name, value in (options or {}).items():
-        if name not in config.OPTIONS:
-            raise KeyError(f"unknown inductor option {name!r}; see list_options()")
-        values[name] = value
-    with config.patch(values):
-        pass  # NOTE: validates the types now rather than at the first compile
+    values.update(options or {})
+    inductor_values, aotgrad_values = _split(values)
+    config.replace(inductor_values)
+    aotgrad_config.replace(aotgrad_values)
     return values
+
+
+def _split(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(inductor options, aotgrad options); ValueError naming the closest option if unknown."""
+    inductor_values: dict[str, Any] = {}
+    aotgrad_values: dict[str, Any] = {}
+    for name, value in values.items():
+        if name in config.declared:
+            inductor_values[name] = value
+        elif name in aotgrad_config.declared:
+            aotgrad_values[name] = value
+        else:
+            config.replace({name: value})  # raises, naming the closest inductor options
+    return inductor_values, aotgrad_values
 
 
 class InductorCompiler:
@@ -75,31 +91,29 @@ def make_compiler(values: Mapping[str, Any]) -> Callable[..., Any]:
 
 def make_inductor(options: Mapping[str, Any] | None = None,
                   mode: str | None = None) -> Backend:
+    """The inductor backend with `options` (inductor and aotgrad option names) and `mode`
+    applied to its graphs' compiles."""
     from aotgrad import make_backend
 
-    values = resolve_options(options, mode)
-    compiler = InductorCompiler(values)
-    return make_backend(compiler, compiler, partition_fn="min_cut",
-                        decompositions=decomposition_table())
+    inductor_values, aotgrad_values = _split(resolve_options(options, mode))
+    partitioner = str(aotgrad_values.pop("partitioner", "min_cut"))
+    compiler = InductorCompiler(inductor_values)
+    return make_backend(compiler, compiler, partition_fn=partitioner,
+                        decompositions=decomposition_table(), options=aotgrad_values)
 
 
-def inductor(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+def inductor(gm: torch.fx.GraphModule, example_inputs: list[Any],
+             options: Mapping[str, Any] | None = None) -> Callable[..., Any]:
     """The default `inductor` backend (the backend contract in INTERFACES.md).
 
-    Options patched while the backend is called (`config.patch`, `compiler.compile(options=
-    ...)`) apply to the graph's compiles, which happen later, on its first calls.
+    `options`: inductor and aotgrad option values for this graph's compiles, by name (see
+    `inductor.config.list_options()` and `aotgrad.config.list_options()`);
+    `compiler.compile(..., options=...)` passes them here. Options not given take the
+    values in effect (`config.options`) when a graph compiles.
     """
-    overrides = _active_overrides()
-    if not overrides:
+    if not options:
         return _default()(gm, example_inputs)
-    return make_inductor(overrides)(gm, example_inputs)
-
-
-def _active_overrides() -> dict[str, Any]:
-    """Options whose current value differs from the environment's (or the default)."""
-    current = config.options.snapshot()
-    return {name: value for name, value in current.items()
-            if value != config.OPTIONS[name].from_env()}
+    return make_inductor(options)(gm, example_inputs)
 
 
 _cached: list[Backend] = []

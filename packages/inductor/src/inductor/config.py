@@ -1,36 +1,23 @@
-"""Inductor options: each declared once, typed, with its environment variable and help.
+"""Inductor options, declared with `aotgrad.optionset` (the same pattern as every package's
+`config.py`): name, type, default, environment variable and help each.
 
-Environment variables are read here only. `options.<name>` reads the current value;
-`patch(**values)` overrides values inside a `with` block; `list_options()` and
-`list_mode_options()` feed `compiler.list_options()` / `compiler.list_mode_options()`.
+Environment variables are read here only, once at import. `options` holds the values in
+effect (read it as `config.options.<name>`); `patch(...)` overrides options within a block;
+`list_options()` and `list_mode_options()` feed `compiler.list_options()` /
+`compiler.list_mode_options()`. A compile call's options reach the backend as an argument
+(`inductor.backend.inductor(gm, example_inputs, options=...)`), not through `patch`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from aotgrad.optionset import OptionSet, option
 
-@dataclass(frozen=True, slots=True)
-class Option:
-    name: str
-    default: bool | int | str
-    env: str
-    help: str
-    affects_codegen: bool = True
-
-    def from_env(self) -> bool | int | str:
-        raw = os.environ.get(self.env)
-        if raw is None:
-            return self.default
-        if isinstance(self.default, bool):
-            return raw.strip().lower() in ("1", "true", "yes", "on")
-        if isinstance(self.default, int):
-            return int(raw)
-        return raw
+__all__ = ["InductorConfig", "codegen_key", "declared", "list_mode_options", "list_options",
+           "load", "options", "patch", "replace", "values"]
 
 
 def _usable_cpus() -> int:
@@ -42,96 +29,88 @@ def _usable_cpus() -> int:
 
 
 def _default_cache_dir() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "compiler-inductor")
+    """`$COMPILER_CACHE_DIR/inductor`, else `$XDG_CACHE_HOME/compiler/inductor`, else
+    `~/.cache/compiler/inductor` (the cache root shared with the other packages)."""
+    root = os.environ.get("COMPILER_CACHE_DIR")
+    if root:
+        return os.path.join(os.path.abspath(os.path.expanduser(root)), "inductor")
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    # NOTE: the XDG spec says a relative XDG_CACHE_HOME is invalid and is ignored
+    base = xdg if os.path.isabs(xdg) else os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "compiler", "inductor")
 
 
-_DECLARED: tuple[Option, ...] = (
-    Option("fusion", True, "INDUCTOR_FUSION",
-           "fuse producers into consumers and reductions with their epilogues"),
-    Option("simd", True, "INDUCTOR_SIMD",
-           "emit `#pragma omp simd` on innermost loops (with reduction clauses)"),
-    Option("threads", _usable_cpus(), "INDUCTOR_THREADS",
-           "OpenMP threads that generated kernels may use (1 disables `omp parallel`)"),
-    Option("parallel_threshold", 32768, "INDUCTOR_PARALLEL_THRESHOLD",
-           "minimum elements a kernel handles before its outer loop runs in parallel"),
-    Option("realize_opcount_threshold", 30, "INDUCTOR_REALIZE_OPCOUNT",
-           "store (not recompute) a shared pointwise value with more ops than this"),
-    Option("realize_reads_threshold", 4, "INDUCTOR_REALIZE_READS",
-           "store (not recompute) a shared pointwise value reading more buffers than this"),
-    Option("cxx", "g++", "INDUCTOR_CXX", "the C++ compiler used to build kernels"),
-    Option("opt_level", "-O3", "INDUCTOR_OPT_LEVEL", "optimization flag passed to the compiler"),
-    Option("march_native", True, "INDUCTOR_MARCH_NATIVE",
-           "compile with -march=native (kernels use this CPU's vector units)"),
-    Option("cache_dir", _default_cache_dir(), "INDUCTOR_CACHE_DIR",
-           "directory of the on-disk cache of compiled kernel libraries",
-           affects_codegen=False),
-    Option("compile_threads", max(2, _usable_cpus()), "INDUCTOR_COMPILE_THREADS",
-           "compiler processes run in parallel to build one graph's kernels",
-           affects_codegen=False),
-    Option("kernels_per_library", 8, "INDUCTOR_KERNELS_PER_LIBRARY",
-           "kernels compiled together into one shared library", affects_codegen=False),
-    Option("fallback_random", False, "INDUCTOR_FALLBACK_RANDOM",
-           "run random ops through ATen instead of the generated counter-based RNG"),
-    Option("verify_ir", False, "INDUCTOR_VERIFY_IR",
-           "run the IR verifier on every graph (always on in tests)", affects_codegen=False),
-    Option("max_autotune", False, "INDUCTOR_MAX_AUTOTUNE",
-           "spend more compile time for faster kernels (CPU: more aggressive inlining)"),
-    Option("cudagraphs", False, "INDUCTOR_CUDAGRAPHS",
-           "replay GPU work with CUDA graphs (no effect on CPU)"),
-    Option("debug", False, "INDUCTOR_DEBUG",
-           "log the generated wrapper and C++ (the `inductor.output_code` logger)",
-           affects_codegen=False),
-)
-
-OPTIONS: dict[str, Option] = {o.name: o for o in _DECLARED}
+def _path(text: str) -> str:
+    """A directory option: `~` expanded, a relative path made absolute."""
+    return os.path.abspath(os.path.expanduser(text))
 
 
-class _Values:
-    """Current option values; attribute access by option name."""
+@dataclass(frozen=True, slots=True)
+class InductorConfig:
+    """The inductor options (see `list_options()` for help and env vars)."""
 
-    def __init__(self) -> None:
-        self._values: dict[str, Any] = {o.name: o.from_env() for o in _DECLARED}
+    fusion: bool = option(
+        True, env="INDUCTOR_FUSION", affects_codegen=True,
+        help="fuse producers into consumers and reductions with their epilogues")
+    simd: bool = option(
+        True, env="INDUCTOR_SIMD", affects_codegen=True,
+        help="emit `#pragma omp simd` on innermost loops (with reduction clauses)")
+    threads: int = option(
+        _usable_cpus(), env="INDUCTOR_THREADS", affects_codegen=True,
+        help="OpenMP threads that generated kernels may use (1 disables `omp parallel`)")
+    parallel_threshold: int = option(
+        32768, env="INDUCTOR_PARALLEL_THRESHOLD", affects_codegen=True,
+        help="minimum elements a kernel handles before its outer loop runs in parallel")
+    realize_opcount_threshold: int = option(
+        30, env="INDUCTOR_REALIZE_OPCOUNT", affects_codegen=True,
+        help="store (not recompute) a shared pointwise value with more ops than this")
+    realize_reads_threshold: int = option(
+        4, env="INDUCTOR_REALIZE_READS", affects_codegen=True,
+        help="store (not recompute) a shared pointwise value reading more buffers than this")
+    cxx: str = option("g++", env="INDUCTOR_CXX", affects_codegen=True,
+                      help="the C++ compiler used to build kernels")
+    opt_level: str = option("-O3", env="INDUCTOR_OPT_LEVEL", affects_codegen=True,
+                            help="optimization flag passed to the compiler")
+    march_native: bool = option(
+        True, env="INDUCTOR_MARCH_NATIVE", affects_codegen=True,
+        help="compile with -march=native (kernels use this CPU's vector units)")
+    cache_dir: str = option(
+        _default_cache_dir(), env="INDUCTOR_CACHE_DIR", parse=_path,
+        help="directory of the on-disk cache of compiled kernel libraries")
+    cache_size_limit_mb: int = option(
+        2048, env="INDUCTOR_CACHE_SIZE_LIMIT_MB",
+        help="size of the kernel cache beyond which least-recently-used libraries are "
+             "removed (0: no limit)")
+    compile_threads: int = option(
+        max(2, _usable_cpus()), env="INDUCTOR_COMPILE_THREADS",
+        help="compiler processes run in parallel to build one graph's kernels")
+    kernels_per_library: int = option(
+        8, env="INDUCTOR_KERNELS_PER_LIBRARY",
+        help="kernels compiled together into one shared library")
+    fallback_random: bool = option(
+        False, env="INDUCTOR_FALLBACK_RANDOM", affects_codegen=True,
+        help="run random ops through ATen instead of the generated counter-based RNG")
+    verify_ir: bool = option(False, env="INDUCTOR_VERIFY_IR",
+                             help="run the IR verifier on every graph (always on in tests)")
+    max_autotune: bool = option(
+        False, env="INDUCTOR_MAX_AUTOTUNE", affects_codegen=True,
+        help="spend more compile time for faster kernels (CPU: more aggressive inlining)")
+    cudagraphs: bool = option(False, env="INDUCTOR_CUDAGRAPHS", affects_codegen=True,
+                              help="replay GPU work with CUDA graphs (no effect on CPU)")
+    debug: bool = option(
+        False, env="INDUCTOR_DEBUG",
+        help="log the generated wrapper and C++ (the `inductor.output_code` logger)")
 
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self._values[name]
-        except KeyError:
-            raise AttributeError(f"unknown inductor option {name!r}") from None
 
-    def snapshot(self) -> dict[str, Any]:
-        return dict(self._values)
+options: InductorConfig
+_set = OptionSet("inductor", InductorConfig, os.environ, globals())
 
-    def set(self, name: str, value: Any) -> None:
-        if name not in OPTIONS:
-            raise KeyError(f"unknown inductor option {name!r}; see list_options()")
-        expected = type(OPTIONS[name].default)
-        if expected is int and isinstance(value, bool):
-            raise TypeError(f"option {name!r} expects int, got {value!r}")
-        if not isinstance(value, expected):
-            raise TypeError(f"option {name!r} expects {expected.__name__}, got {value!r}")
-        self._values[name] = value
-
-
-options = _Values()
-
-
-@contextlib.contextmanager
-def patch(values: Mapping[str, Any] | None = None, **kwargs: Any) -> Iterator[None]:
-    """Override options inside a `with` block: `with patch(fusion=False): ...`."""
-    updates = dict(values or {}, **kwargs)
-    saved = options.snapshot()
-    try:
-        for k, v in updates.items():
-            options.set(k, v)
-        yield
-    finally:
-        options._values = saved
-
-
-def list_options() -> dict[str, str]:
-    """Option name -> one-line help."""
-    return {o.name: o.help for o in _DECLARED}
+patch = _set.patch
+list_options = _set.list_options
+values = _set.values
+declared = _set.declared
+load = _set.load
+replace = _set.replace
 
 
 def list_mode_options() -> dict[str, dict[str, object]]:
@@ -146,5 +125,5 @@ def list_mode_options() -> dict[str, dict[str, object]]:
 
 def codegen_key() -> tuple[tuple[str, Any], ...]:
     """Values of the options that change generated code (part of cache keys)."""
-    return tuple(sorted((o.name, options._values[o.name]) for o in _DECLARED
+    return tuple(sorted((name, getattr(options, name)) for name, o in declared.items()
                         if o.affects_codegen))

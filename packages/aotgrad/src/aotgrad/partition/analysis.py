@@ -125,8 +125,10 @@ def _concrete(n: int | torch.SymInt) -> int:
     """A size as an int; a symbolic size counts as its hint (the example's value)."""
     if isinstance(n, torch.SymInt):
         sym = n.node
+        # NOTE: torch 2.14 types the hint as any number or symbol; a size's hint is an int.
+        hint = sym.hint if sym.has_hint() else None
         # NOTE: 4096 prices an unbacked size (no hint) as a moderately large tensor.
-        return int(sym.hint) if sym.has_hint() else 4096
+        return int(hint) if isinstance(hint, (int, float, torch.SymInt)) else 4096
     return int(n)
 
 

@@ -58,9 +58,10 @@ def load_native(wait: bool | None = None) -> ModuleType | None:
     if _tried:
         return _module
     if wait is None:
-        from guards.config import NATIVE_SYNC, get_config
+        from guards import config
+        from guards.config import NATIVE_SYNC
 
-        wait = get_config().native == NATIVE_SYNC
+        wait = config.options.native == NATIVE_SYNC
     # NOTE: a caller that must not wait does not queue behind another thread's build either.
     if not _lock.acquire(blocking=wait):
         return _module
