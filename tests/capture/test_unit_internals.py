@@ -51,6 +51,9 @@ def test_wrap_records_guards_by_kind() -> None:
     assert isinstance(lst, ListValue) and len(lst.items) == 2
     d = wrap(out, {"a": 1}, LocalSource("d"))
     assert isinstance(d, DictValue)
+    # Keys are guarded when read (a dict only written to keeps them unguarded).
+    assert ("L['d']", GuardKind.DICT_KEYS) not in {(s.name(), k) for s, k in out.guards}
+    assert len(d.items) == 1
     mod = wrap(out, torch.nn.ReLU(), LocalSource("m"))
     assert isinstance(mod, ModuleValue)
     kinds = {(s.name(), k) for s, k in out.guards}

@@ -23,7 +23,7 @@ from typing import Any
 
 import guards
 import torch
-from guards.sources import LocalSource
+from guards.sources import LocalSource, Source
 
 from capture import backends, config, logs, runtime_checks
 from capture.bytecode import codegen, versions
@@ -427,60 +427,127 @@ def _call_backend(
 
 
 def _replay_side_effects(cg: codegen.CodeBuilder, output: OutputGraph) -> None:
+    """Emit the recorded mutations, in two phases.
+
+    Every object a mutation targets and every value it stores is loaded first (into
+    temporaries), while the state is still the one the sources describe; the mutations are
+    applied after. So replaying one mutation never changes what another reads (`A.append(B[0]);
+    B.pop(0)` appends B's old first item), whatever order they are emitted in."""
+    from capture.interp.handlers_load_store import DELETED
     from capture.values import DictValue, ListValue, SetValue
 
     effects = output.side_effects
+    apply: list[Callable[[], None]] = []
+
+    def keep(value: Value | None = None, source: Source | None = None) -> str:
+        if source is not None:
+            cg.load_source(source)
+        else:
+            assert value is not None
+            cg.reconstruct(value)
+        name = cg.new_temp()
+        cg.store_fast(name)
+        return name
+
+    def call_helper(helper: object, *temps: str) -> Callable[[], None]:
+        def emit() -> None:
+            cg.load_callable(helper)
+            for temp in temps:
+                cg.load_fast(temp)
+            cg.call_function(len(temps))
+            cg.instrs.append(codegen.Instr("POP_TOP"))
+
+        return emit
+
     for value in effects.containers.values():
+        assert value.source is not None
+        if isinstance(value, ListValue) and not value.is_loaded:
+            target = keep(source=value.source)
+            for item in value.appended:
+                cg.reconstruct(item)
+            cg.build_tuple(len(value.appended))
+            items = cg.new_temp()
+            cg.store_fast(items)
+            apply.append(call_helper(codegen.extend_list, target, items))
+            continue
+        if isinstance(value, DictValue) and not value.is_loaded:
+            target = keep(source=value.source)
+            stored = DictValue(dict(value.stored))
+            items = keep(stored)
+            apply.append(call_helper(codegen.update_dict, target, items))
+            continue
+        helper: object
         if isinstance(value, ListValue):
-            helper: Any = codegen.replace_list
+            helper = codegen.replace_list
         elif isinstance(value, DictValue):
             helper = codegen.replace_dict
         elif isinstance(value, SetValue):
             helper = codegen.replace_set
         else:
             continue
-        cg.load_callable(helper)
-        assert value.source is not None
-        cg.load_source(value.source)
+        target = keep(source=value.source)
         source = value.source
         value.source = None
         try:
-            cg.reconstruct(value)
+            items = keep(value)
         finally:
             value.source = source
-        cg.call_function(2)
-        cg.instrs.append(codegen.Instr("POP_TOP"))
-    from capture.interp.handlers_load_store import DELETED
+        apply.append(call_helper(helper, target, items))
+
+    def store_attr(owner_tmp: str, name: str, value_tmp: str | None) -> Callable[[], None]:
+        def emit() -> None:
+            if value_tmp is None:
+                cg.load_fast(owner_tmp)
+                cg.instrs.append(codegen.Instr("DELETE_ATTR", name))
+                return
+            cg.load_fast(value_tmp)
+            cg.load_fast(owner_tmp)
+            cg.instrs.append(codegen.Instr("STORE_ATTR", name))
+
+        return emit
 
     for owner, attrs in effects.attr_writes.values():
+        owner_tmp = keep(owner)
         for name, attr_value in attrs.items():
-            if attr_value is DELETED:
-                cg.reconstruct(owner)
-                cg.instrs.append(codegen.Instr("DELETE_ATTR", name))
-                continue
-            cg.reconstruct(attr_value)
-            cg.reconstruct(owner)
-            cg.instrs.append(codegen.Instr("STORE_ATTR", name))
+            value_tmp = None if attr_value is DELETED else keep(attr_value)
+            apply.append(store_attr(owner_tmp, name, value_tmp))
+
     for cell, contents in effects.cell_writes.values():
-        cg.reconstruct(contents)
+        contents_tmp = keep(contents)
         cell_source = cell.source
         if isinstance(cell_source, LocalSource):
-            cg.instrs.append(codegen.Instr("STORE_DEREF", codegen.FreeVar(cell_source.local)))
+            def store_deref(tmp: str = contents_tmp, local: str = cell_source.local) -> None:
+                cg.load_fast(tmp)
+                cg.instrs.append(codegen.Instr("STORE_DEREF", codegen.FreeVar(local)))
+
+            apply.append(store_deref)
         else:
             assert isinstance(cell_source, guards.ClosureSource)
             cg.load_source(cell_source.source)
             cg.emit(versions.load_attr("__closure__"))
             cg.load_const(cell_source.index)
             cg.instrs.append(codegen.Instr("BINARY_SUBSCR"))
-            cg.instrs.append(codegen.Instr("STORE_ATTR", "cell_contents"))
+            cell_tmp = cg.new_temp()
+            cg.store_fast(cell_tmp)
+            apply.append(store_attr(cell_tmp, "cell_contents", contents_tmp))
+
     for f_globals, name, gvalue in effects.global_writes.values():
-        cg.reconstruct(gvalue)
-        if f_globals is output.root_globals:
-            cg.instrs.append(codegen.Instr("STORE_GLOBAL", name))
-        else:
-            cg.load_object(f_globals)
-            cg.load_const(name)
-            cg.instrs.append(codegen.Instr("STORE_SUBSCR"))
+        value_tmp = keep(gvalue)
+
+        def store_global(tmp: str = value_tmp, g: dict[str, object] = f_globals,
+                         key: str = name) -> None:
+            cg.load_fast(tmp)
+            if g is output.root_globals:
+                cg.instrs.append(codegen.Instr("STORE_GLOBAL", key))
+            else:
+                cg.load_object(g)
+                cg.load_const(key)
+                cg.instrs.append(codegen.Instr("STORE_SUBSCR"))
+
+        apply.append(store_global)
+
+    for emit in apply:
+        emit()
 
 
 def reset_all() -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from capture.graph_break import GraphBreakKind, unsupported
+
 if TYPE_CHECKING:
     from capture.values import Value
 
@@ -26,9 +28,20 @@ class SideEffects:
         self.cell_writes: dict[int, tuple[Value, Value]] = {}
 
     def mutate_container(self, container: Value) -> None:
-        """Note that `container` (list, dict, set) changed."""
+        """Note that `container` (list, dict, set) changed.
+
+        A container made inside the call needs no replay; one that existed before must be
+        reachable from the frame (a source) to be replayed. One reached some other way (no
+        source: nothing guards that the same object is reached next call) is unsupported:
+        the frame runs eagerly rather than drop or misdirect the mutation."""
         if container.source is not None:
             self.containers[id(container)] = container
+        elif getattr(container, "real", None) is not None:
+            raise unsupported(
+                GraphBreakKind.UNSUPPORTED_OBJECT,
+                f"mutating the existing {container.describe()}, which is not reachable from "
+                "the function's arguments or globals",
+            )
 
     @staticmethod
     def key(owner: Value) -> int:

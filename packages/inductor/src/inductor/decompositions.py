@@ -18,7 +18,7 @@ _EXTRA = [
     aten._softmax, aten._log_softmax, aten.native_layer_norm, aten.native_layer_norm_backward,
     aten._softmax_backward_data, aten._log_softmax_backward_data, aten.gelu_backward,
     aten.embedding_dense_backward, aten.native_dropout, aten.native_dropout_backward,
-    aten.index_select, aten.hardtanh, aten.logsumexp, aten.rsub, aten.addcmul, aten.addcdiv,
+    aten.hardtanh, aten.logsumexp, aten.rsub, aten.addcmul, aten.addcdiv,
     aten.lerp, aten.leaky_relu, aten.elu, aten.softplus, aten.sigmoid_backward,
     aten.tanh_backward, aten.threshold_backward, aten.nll_loss_forward,
     aten.nll_loss_backward, aten.mse_loss, aten.mse_loss_backward, aten.stack, aten.repeat,

@@ -18,6 +18,7 @@ from guards.sources import (
     AttrSource,
     BufferSource,
     ClosureSource,
+    ConstSource,
     DefaultSource,
     GlobalSource,
     ItemSource,
@@ -56,6 +57,17 @@ def replace_list(target: list[Any], items: list[Any]) -> None:
     target[:] = items
 
 
+def extend_list(target: list[Any], items: tuple[Any, ...]) -> None:
+    """Replay appends to a list whose other items the program never read."""
+    target.extend(items)
+
+
+def update_dict(target: dict[Any, Any], items: dict[Any, Any]) -> None:
+    """Replay `d[k] = v` on a dict whose other keys the program never read."""
+    for key, value in items.items():
+        target[key] = value
+
+
 def replace_dict(target: dict[Any, Any], items: dict[Any, Any]) -> None:
     target.clear()
     target.update(items)
@@ -75,6 +87,9 @@ class CodeBuilder:
         self.instrs: list[Instr] = []
         self.graph_outputs: list[TensorValue | SymNodeValue] = []
         self._output_index: dict[int, int] = {}
+        # Objects made inside the function, rebuilt once: id(value) -> (value, local name).
+        self._rebuilt: dict[int, tuple[Value, str]] = {}
+        self._temps = 0
 
     # -- primitives ----------------------------------------------------------------------
     def emit(self, instrs: list[Instr]) -> None:
@@ -137,6 +152,8 @@ class CodeBuilder:
                 self.load_fast(source.local)
         elif isinstance(source, GlobalSource):
             self.emit(versions.load_global(source.global_name, False))
+        elif isinstance(source, ConstSource):
+            self.load_object(source.obj)  # NOTE: a fixed object (class, module dict, function)
         elif isinstance(source, AttrSource):
             self.load_source(source.source)
             self.emit(versions.load_attr(source.attr))
@@ -190,7 +207,36 @@ class CodeBuilder:
         self.load_const(index)
         self.instrs.append(Instr("BINARY_SUBSCR"))
 
+    def new_temp(self) -> str:
+        """A fresh local name for a value kept between instructions."""
+        self._temps += 1
+        return f"__capture_tmp{self._temps}"
+
+    def load_rebuilt(self, value: Value) -> bool:
+        """Push the object already rebuilt for `value` (made inside the function), if any.
+
+        A new list, dict, set or object is rebuilt once: where the program stored it in two
+        places (returned and appended to a global list), both hold the same object."""
+        entry = self._rebuilt.get(id(value))
+        if entry is None:
+            return False
+        self.load_fast(entry[1])
+        return True
+
+    def remember_rebuilt(self, value: Value) -> None:
+        """Keep the object just rebuilt for `value` (top of the stack) for later uses."""
+        name = self.new_temp()
+        self._rebuilt[id(value)] = (value, name)
+        self.instrs.append(Instr("COPY", 1))
+        self.store_fast(name)
+
     def rebuild_new_object(self, value: ObjectValue) -> None:
+        if self.load_rebuilt(value):
+            return
+        self._rebuild_new_object(value)
+        self.remember_rebuilt(value)
+
+    def _rebuild_new_object(self, value: ObjectValue) -> None:
         self.load_callable(rebuild_object)
         self.load_object(value.cls)
         for name, attr in value.attrs.items():

@@ -164,8 +164,8 @@ def apply_operator(tx: Translator, op: Callable[..., Any], args: list[Value]) ->
 
 def _sequence_op(tx: Translator, op: Callable[..., Any], a: Value, b: Value) -> Value | None:
     if op is operator.iadd and isinstance(a, ListValue):
-        a.items.extend(b.unpack())
         tx.output.side_effects.mutate_container(a)
+        a.extend(b.unpack())
         return a
     binary = INPLACE_TO_BINARY.get(op, op)
     if binary is operator.add:
@@ -384,6 +384,10 @@ def get_item(tx: Translator, container: Value, key: Value) -> Value:
             if isinstance(key, TensorValue):
                 raise unsupported(GraphBreakKind.DATA_DEPENDENT, "indexing a list with a tensor")
             raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, "non-constant list index")
+        if isinstance(container, ListValue) and type(index) is int:
+            appended = container.appended_item(index)
+            if appended is not None:
+                return appended  # `log[-1]` right after `log.append(...)`: no length read
         if isinstance(index, slice):
             items = container.items[index]
             if isinstance(container, ListValue):
@@ -396,6 +400,9 @@ def get_item(tx: Translator, container: Value, key: Value) -> Value:
             raise unsupported(GraphBreakKind.EXCEPTION, f"indexing raised {e}") from None
     if isinstance(container, DictValue):
         ok, k = python_constant(key)
+        stored = container.stored_item(k) if ok else None
+        if stored is not None:
+            return stored  # `d[k]` right after `d[k] = v`: no keys read
         if ok and k in container.items:
             return container.items[k][1]
         if ok and container.default_factory is not None:
@@ -518,10 +525,10 @@ def set_item(tx: Translator, container: Value, key: Value, value: Value) -> None
         ok, k = python_constant(key)
         if not ok:
             raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, "non-constant dict key")
-        container.items[k] = (key, value)
         tx.output.side_effects.mutate_container(container)
         return
     if isinstance(container, ObjectValue):
+        container.set_item(k, (key, value))
         setitem = getattr(container.cls, "__setitem__", None)
         if setitem is not None and hasattr(setitem, "__code__"):
             call_value(tx, ConstantValue(setitem), [container, key, value], {})

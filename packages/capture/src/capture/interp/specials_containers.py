@@ -40,8 +40,8 @@ def _mut(tx: Translator, value: Value) -> None:
 def _list_append(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     lst, item = args
     assert isinstance(lst, ListValue)
-    lst.items.append(item)
     _mut(tx, lst)
+    lst.append(item)
     return NONE
 
 
@@ -49,8 +49,8 @@ def _list_append(tx: Translator, args: list[Value], kwargs: dict[str, Value]) ->
 def _list_extend(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     lst, items = args
     assert isinstance(lst, ListValue)
-    lst.items.extend(_items(tx, items))
     _mut(tx, lst)
+    lst.extend(_items(tx, items))
     return NONE
 
 
@@ -76,8 +76,8 @@ def _list_pop(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Va
 def _list_clear(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     lst = args[0]
     assert isinstance(lst, ListValue)
-    lst.items.clear()
     _mut(tx, lst)
+    lst.items = []
     return NONE
 
 
@@ -202,8 +202,8 @@ def _dict_clear(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
 def _dict_setitem(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     d = _dict_of(args[0], tx)
     key = _const(args[1], "dict key")
-    d.items[key] = (args[1], args[2])
     _mut(tx, d)
+    d.set_item(key, (args[1], args[2]))
     return NONE
 
 

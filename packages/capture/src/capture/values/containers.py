@@ -7,6 +7,7 @@ in `SideEffects` and replayed after the graph runs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from guards.sources import Source
@@ -17,14 +18,74 @@ if TYPE_CHECKING:
 
 
 class ListValue(Value):
-    """A Python list."""
+    """A Python list.
 
-    __slots__ = ("items", "mutated")
+    A list read from the frame (`source` set) may be lazy: its items are loaded, guarding its
+    length and items, only when the program reads them. Until then appends go to `appended`
+    and the list's length stays unguarded, so a log list appended on every call does not
+    recompile on every call; the replay then extends the real list.
+    """
+
+    __slots__ = ("_items", "appended", "loader", "real")
 
     def __init__(self, items: list[Value], source: Source | None = None) -> None:
         super().__init__(source)
-        self.items = items
-        self.mutated = False
+        self._items: list[Value] | None = items
+        self.appended: list[Value] = []
+        self.loader: Callable[[], list[Value]] | None = None
+        # The list that existed before the call, for a value read from the frame.
+        self.real: list[object] | None = None
+
+    @classmethod
+    def lazy(cls, real: list[object], source: Source, loader: Callable[[], list[Value]]) -> ListValue:
+        """A value for the existing list `real` whose items `loader` loads (and guards)."""
+        value = cls([], source)
+        value._items = None
+        value.loader = loader
+        value.real = real
+        return value
+
+    @property
+    def items(self) -> list[Value]:
+        """All items (loads, and guards, a lazy list's items on first use)."""
+        if self._items is None:
+            assert self.loader is not None
+            loaded = self.loader()
+            self.loader = None
+            self._items = loaded + self.appended
+            self.appended = []
+        return self._items
+
+    @items.setter
+    def items(self, items: list[Value]) -> None:
+        self._items = items
+        self.loader = None
+        self.appended = []
+
+    @property
+    def is_loaded(self) -> bool:
+        """False while only appends happened to an existing list (its items never read)."""
+        return self._items is not None
+
+    def append(self, item: Value) -> None:
+        """`list.append` without reading the items."""
+        if self._items is None:
+            self.appended.append(item)
+        else:
+            self._items.append(item)
+
+    def extend(self, items: list[Value]) -> None:
+        """`list.extend` without reading the items."""
+        if self._items is None:
+            self.appended.extend(items)
+        else:
+            self._items.extend(items)
+
+    def appended_item(self, index: int) -> Value | None:
+        """`lst[index]` for a negative index into the items appended here, without loading."""
+        if self._items is None and -len(self.appended) <= index < 0:
+            return self.appended[index]
+        return None
 
     def python_type(self) -> type:
         return list
@@ -36,11 +97,16 @@ class ListValue(Value):
         if self.source is not None:
             cg.load_source(self.source)
             return
+        if cg.load_rebuilt(self):
+            return
         for item in self.items:
             cg.reconstruct(item)
         cg.build_list(len(self.items))
+        cg.remember_rebuilt(self)
 
     def describe(self) -> str:
+        if self._items is None:
+            return f"list[?+{len(self.appended)}]"
         return f"list[{len(self.items)}]"
 
 
@@ -98,10 +164,13 @@ class TupleValue(Value):
 class DictValue(Value):
     """A dict (or OrderedDict / defaultdict via `cls`) with constant keys.
 
-    `items` maps the real key object to a pair (key value, item value).
+    `items` maps the real key object to a pair (key value, item value). A dict read from the
+    frame may be lazy, like `ListValue`: until the program reads its keys, `d[k] = v` goes to
+    `stored` and the keys stay unguarded (a cache dict filled with a new key each call does
+    not recompile on every call); the replay then sets those keys on the real dict.
     """
 
-    __slots__ = ("items", "cls", "mutated", "default_factory")
+    __slots__ = ("_items", "cls", "mutated", "default_factory", "real", "stored", "loader")
 
     def __init__(
         self,
@@ -110,10 +179,62 @@ class DictValue(Value):
         cls: type = dict,
     ) -> None:
         super().__init__(source)
-        self.items = items
+        self._items: dict[object, tuple[Value, Value]] | None = items
         self.cls = cls
         self.mutated = False
         self.default_factory: Value | None = None
+        # The dict that existed before the call, for a value read from the frame.
+        self.real: dict[object, object] | None = None
+        self.stored: dict[object, tuple[Value, Value]] = {}
+        self.loader: Callable[[], dict[object, tuple[Value, Value]]] | None = None
+
+    @classmethod
+    def lazy(cls, real: dict[object, object], source: Source, kind: type,
+             loader: Callable[[], dict[object, tuple[Value, Value]]]) -> DictValue:
+        """A value for the existing dict `real` whose items `loader` loads (and guards)."""
+        value = cls({}, source, kind)
+        value._items = None
+        value.loader = loader
+        value.real = real
+        return value
+
+    @property
+    def items(self) -> dict[object, tuple[Value, Value]]:
+        """All items (loads, and guards, a lazy dict's keys on first use)."""
+        if self._items is None:
+            assert self.loader is not None
+            loaded = self.loader()
+            self.loader = None
+            loaded.update(self.stored)
+            self._items = loaded
+            self.stored = {}
+        return self._items
+
+    @items.setter
+    def items(self, items: dict[object, tuple[Value, Value]]) -> None:
+        self._items = items
+        self.loader = None
+        self.stored = {}
+
+    @property
+    def is_loaded(self) -> bool:
+        """False while only `d[k] = v` happened to an existing dict (its keys never read)."""
+        return self._items is not None
+
+    def set_item(self, key: object, pair: tuple[Value, Value]) -> None:
+        """`d[key] = value` without reading the keys."""
+        if self._items is None:
+            self.stored[key] = pair
+        else:
+            self._items[key] = pair
+
+    def stored_item(self, key: object) -> Value | None:
+        """`d[key]` for a key set here, without loading."""
+        try:
+            pair = self.stored.get(key) if self._items is None else None
+        except TypeError:  # unhashable: `d[k]` raises; the loaded path reports it
+            return None
+        return None if pair is None else pair[1]
 
     def python_type(self) -> type:
         return self.cls
@@ -125,6 +246,8 @@ class DictValue(Value):
         if self.source is not None:
             cg.load_source(self.source)
             return
+        if cg.load_rebuilt(self):
+            return
         if self.cls is not dict:
             cg.load_callable(self.cls)
         for key, value in self.items.values():
@@ -133,20 +256,25 @@ class DictValue(Value):
         cg.build_map(len(self.items))
         if self.cls is not dict:
             cg.call_function(1)
+        cg.remember_rebuilt(self)
 
     def describe(self) -> str:
-        return f"{self.cls.__name__}[{len(self.items)}]"
+        if self._items is None:
+            return f"{self.cls.__name__}[?+{len(self.stored)}]"
+        return f"{self.cls.__name__}[{len(self._items)}]"
 
 
 class SetValue(Value):
     """A set of hashable constants (stored as key -> key value)."""
 
-    __slots__ = ("items", "mutated")
+    __slots__ = ("items", "mutated", "real")
 
     def __init__(self, items: dict[object, Value], source: Source | None = None) -> None:
         super().__init__(source)
         self.items = items
         self.mutated = False
+        # The set that existed before the call, for a value read from the frame.
+        self.real: set[object] | None = None
 
     def python_type(self) -> type:
         return set
@@ -158,9 +286,12 @@ class SetValue(Value):
         if self.source is not None:
             cg.load_source(self.source)
             return
+        if cg.load_rebuilt(self):
+            return
         for item in self.items.values():
             cg.reconstruct(item)
         cg.build_set(len(self.items))
+        cg.remember_rebuilt(self)
 
     def describe(self) -> str:
         return f"set[{len(self.items)}]"

@@ -126,17 +126,17 @@ def wrap(output: OutputGraph, obj: object, source: Source | None) -> Value:
             output.add_guard(source, GuardKind.TYPE_MATCH, cls)
             output.add_guard(source, GuardKind.LEN, len(obj))
         value = ListValue([])
-        value.source = source
+        value.real = obj
         output.wrapped[id(obj)] = value
         output.keepalive.append(obj)
-        value.items = [
-            wrap(output, x, ItemSource(source, i) if source else None) for i, x in enumerate(obj)
-        ]
+            # Length and items are guarded when the program reads them (`_list_items`).
+        value.items = [wrap(output, x, None) for x in obj]
         return value
     if isinstance(obj, tuple):
         if source is not None:
             output.add_guard(source, GuardKind.TYPE_MATCH, cls)
-            output.add_guard(source, GuardKind.LEN, len(obj))
+            value = ListValue.lazy(obj, source, functools.partial(_list_items, output, obj, source))
+            return _remember(output, obj, value)
         items = [
             wrap(output, x, ItemSource(source, i) if source else None) for i, x in enumerate(obj)
         ]
@@ -145,14 +145,17 @@ def wrap(output: OutputGraph, obj: object, source: Source | None) -> Value:
         assert isinstance(obj, dict)
         if source is not None:
             output.add_guard(source, GuardKind.TYPE_MATCH, cls)
-            output.add_guard(source, GuardKind.DICT_KEYS, tuple(obj))
+            loader = functools.partial(_dict_items, output, obj, source)
+            return _remember(output, obj, DictValue.lazy(obj, source, cls, loader))
         dvalue = DictValue({}, source, cls)
         output.wrapped[id(obj)] = dvalue
         output.keepalive.append(obj)
         for k, v in obj.items():
+            # Keys and items are guarded when the program reads them (`_dict_items`).
             dvalue.items[k] = (
                 ConstantValue(k),
                 wrap(output, v, ItemSource(source, k) if source else None),
+        dvalue.real = obj
             )
         return dvalue
     if cls in (set, frozenset) and all(is_literal(k) for k in obj):  # type: ignore[attr-defined]
@@ -168,6 +171,7 @@ def wrap(output: OutputGraph, obj: object, source: Source | None) -> Value:
     if source is not None:
         output.add_guard(source, GuardKind.TYPE_MATCH, cls)
     if source is None and not _is_plain_object(obj):
+        svalue.real = obj  # type: ignore[assignment]  # a set (frozensets returned above)
         return ConstantValue(obj, None)
     return _remember(output, obj, ObjectValue(obj, cls, source))
 
@@ -176,6 +180,18 @@ def is_stable_kind(obj: object) -> bool:
     """Objects that `wrap` turns into guarded constants (literals, dtypes, functions, classes,
     modules): reading them through a source costs one guard and changes nothing else."""
     return is_literal(obj) or isinstance(obj, _VALUE_TYPES + _ID_TYPES + (torch.Size,))
+
+
+def _list_items(output: OutputGraph, obj: list[object], source: Source) -> list[Value]:
+    output.add_guard(source, GuardKind.LEN, len(obj))
+    return [wrap(output, x, ItemSource(source, i)) for i, x in enumerate(obj)]
+
+
+def _dict_items(
+    output: OutputGraph, obj: dict[object, object], source: Source
+) -> dict[object, tuple[Value, Value]]:
+    output.add_guard(source, GuardKind.DICT_KEYS, tuple(obj))
+    return {k: (ConstantValue(k), wrap(output, v, ItemSource(source, k))) for k, v in obj.items()}
 
 
 def is_library_module(name: object) -> bool:

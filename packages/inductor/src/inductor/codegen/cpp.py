@@ -15,9 +15,11 @@ from dataclasses import dataclass
 import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 import torch
 
+from inductor.codegen.checks import ERR_ARG, INT_DIVISIONS, checked_division, is_integral
 from inductor.codegen.loop_split import fold_divisor, split_divisor, split_symbols
 from inductor.codegen.ops import Ref
 from inductor.codegen.row_cache import RowCache, dead_ops
+from inductor.ir.checks import ERR_PARAM, ZERO_DIVISION, KernelCheck
 from inductor.ir.loop_body import LoopBody, LoopOp
 from inductor.ir.nodes import Buffer, ComputedBuffer
 from inductor.scheduler.fusion import (
@@ -108,7 +110,8 @@ def literal(value: object, dtype: torch.dtype) -> str:
 class CppKernel:
     name: str
     source: str
-    params: tuple[str, ...]  # buffer names, in call order
+    params: tuple[str, ...]  # buffer names, in call order (`ERR_PARAM` last if checks)
+    checks: tuple[KernelCheck, ...] = ()  # what the kernel checks at run time, from 1
 
 
 class _Writer:
@@ -171,6 +174,7 @@ class KernelGen:
         # plan per kind of loop body (a split loop emits the body once per piece)
         self._row_caches: dict[bool, RowCache] = {}
         self._row_cache = RowCache(group, parallel_reduction=True)  # plans nothing
+        self.checks: list[KernelCheck] = []  # run-time checks, numbered from 1 (ir/checks.py)
         writes = group.writes()
         for n in group.nodes:
             assert n.body is not None
@@ -194,6 +198,12 @@ class KernelGen:
                 n_in += 1
 
     # -- expressions ---------------------------------------------------------------------
+    def _check_id(self, check: KernelCheck) -> int:
+        """The 1-based number of `check` in this kernel's checks (added when new)."""
+        if check not in self.checks:
+            self.checks.append(check)
+        return self.checks.index(check) + 1
+
     def _load(self, name: str, index: sympy.Expr) -> str:
         if name in self.locals:
             return self.locals[name]
@@ -235,7 +245,13 @@ class KernelGen:
                 return f"({src} != 0)"
             return f"static_cast<{ctype(dst)}>({src})"
         if op.kind == "indirect":
-            return f"({a[0]} < 0 ? {a[0]} + {a[1]} : {a[0]})"
+            check = a[3] if len(a) > 3 else None
+            if not isinstance(check, KernelCheck):
+                return f"({a[0]} < 0 ? {a[0]} + {a[1]} : {a[0]})"
+            fn = "ind_index" if a[2] else "ind_index_nowrap"
+            return f"{fn}({a[0]}, {a[1]}, {ERR_ARG}, {self._check_id(check)})"
+        if op.kind in INT_DIVISIONS and op.dtype is not None and is_integral(op.dtype):
+            return checked_division(op.kind, str(a[0]), str(a[1]), self._check_id(ZERO_DIVISION))
         if op.kind == "where":
             return f"({a[0]} ? {a[1]} : {a[2]})"
         if op.kind == "rand":
@@ -435,7 +451,6 @@ class KernelGen:
             t = ctype(self.buffers[name].dtype)
             const = "" if name in writes else "const "
             params.append(f"{const}{t}* __restrict__ {self.params[name]}")
-        w.line(f'extern "C" void KERNEL_NAME({", ".join(params)})')
         w.line("{")
         w.level += 1
         if self._column_ok():
@@ -444,10 +459,16 @@ class KernelGen:
             self._rows(w)
         w.level -= 1
         w.line("}")
+        names = list(self.param_order)
+        if self.checks:
+            params.append(f"int64_t* __restrict__ {ERR_ARG}")
+            names.append(ERR_PARAM)
+        w.lines.insert(0, f'extern "C" void KERNEL_NAME({", ".join(params)})')
         text = "\n".join(w.lines) + "\n"
         digest = hashlib.sha256(text.encode()).hexdigest()[:16]
         name = f"kernel_{digest}"
-        return CppKernel(name, text.replace("KERNEL_NAME", name), tuple(self.param_order))
+        return CppKernel(name, text.replace("KERNEL_NAME", name), tuple(names),
+                         tuple(self.checks))
 
     def _rows(self, w: _Writer) -> None:
         g = self.group

@@ -1,12 +1,15 @@
 """The C++ prelude every generated kernel file starts with: small inline helpers only
 (no ATen, no <iostream>), so a kernel file compiles in a fraction of a second."""
 
+from inductor.codegen.checks import PRELUDE_CHECKS
+
 PRELUDE = r"""
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <algorithm>
+#include <type_traits>
 
 /* Half types are stored as uint16_t and computed in float; bit casts (not memcpy) keep
    the conversions vectorizable. */
@@ -24,11 +27,21 @@ static inline uint16_t ind_f32_to_bf16(float f) {
   uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
   return (uint16_t)(f != f ? 0x7fc0u : rounded);
 }
+/* Integer division: MIN / -1 overflows (x86 traps, SIGFPE); ATen's results wrap (`//`
+   gives MIN, `%` and fmod 0). A constant divisor folds the test away. */
 static inline int64_t ind_floordiv(int64_t a, int64_t b) {
+  if (b == -1) return (int64_t)(0 - (uint64_t)a);
   int64_t q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 static inline int64_t ind_mod(int64_t a, int64_t b) {
+  if (b == -1) return 0;
   int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+template <class T> static inline T ind_trunc_div(T a, T b) {
+  if constexpr (std::is_signed<T>::value && sizeof(T) >= sizeof(int)) {
+    if (b == T(-1)) return (T)(0 - (std::make_unsigned_t<T>)a);
+  }
+  return (T)(a / b);
 }
 static inline int64_t ind_clamp(int64_t x, int64_t lo, int64_t hi) {
   return x < lo ? lo : (x > hi ? hi : x);
@@ -113,8 +126,8 @@ template <class T> static inline T ind_remainder(T a, T b) {
 static inline int64_t ind_remainder(int64_t a, int64_t b) { return ind_mod(a, b); }
 static inline int32_t ind_remainder(int32_t a, int32_t b) { return (int32_t)ind_mod(a, b); }
 template <class T> static inline T ind_fmod(T a, T b) { return std::fmod(a, b); }
-static inline int64_t ind_fmod(int64_t a, int64_t b) { return a % b; }
-static inline int32_t ind_fmod(int32_t a, int32_t b) { return a % b; }
+static inline int64_t ind_fmod(int64_t a, int64_t b) { return b == -1 ? 0 : a % b; }
+static inline int32_t ind_fmod(int32_t a, int32_t b) { return b == -1 ? 0 : a % b; }
 template <class T> static inline T ind_floordiv_v(T a, T b) {
   return (T)ind_floordiv((int64_t)a, (int64_t)b);
 }
@@ -148,4 +161,4 @@ static inline float ind_randn(int64_t seed, int64_t offset) {
   double u2 = (double)(z2 >> 11) * (1.0 / 9007199254740992.0);
   return (float)(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
 }
-"""
+""" + PRELUDE_CHECKS

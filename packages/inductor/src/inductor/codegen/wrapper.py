@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from inductor.codegen.cpp import CppKernel
+from inductor.ir.checks import ERR_PARAM, ErrorSlots, raise_kernel_error
 from inductor.ir.layout import Layout
 from inductor.ir.nodes import (
     Buffer,
@@ -103,7 +104,8 @@ class WrapperGen:
         self.outputs = outputs
         self.ns: dict[str, Any] = {"empty_strided": torch.empty_strided,
                                    "reinterpret": _reinterpret, "torch": torch,
-                                   "match_layout": _match_layout}
+                                   "match_layout": _match_layout, "ErrorSlots": ErrorSlots,
+                                   "raise_kernel_error": raise_kernel_error}
         self.ns.update(constants)
         self.lines: list[str] = []
         self._const_count = 0
@@ -206,6 +208,8 @@ class WrapperGen:
         emit = self.lines.append
         params = ", ".join(self.input_names)
         emit(f"def call({params}):")
+        if any(k.checks for k in self.kernels.values()):
+            emit("    err = ErrorSlots()")
         pool: dict[tuple[Any, ...], list[str]] = {}
         allocated_here = self.allocated
         for pos, step in enumerate(self.steps):
@@ -215,8 +219,12 @@ class WrapperGen:
                     if n.name in step.local:
                         continue
                     self._allocate(n, pool, allocated_here)
-                args = ", ".join(f"{p}.data_ptr()" for p in kernel.params)
+                args = ", ".join("err" if p == ERR_PARAM else f"{p}.data_ptr()"
+                                 for p in kernel.params)
                 emit(f"    {kernel.name}({args})")
+                if kernel.checks:
+                    checks = self.constant(kernel.checks)
+                    emit(f"    if err[0]: raise_kernel_error(err, {checks})")
                 self.ns[kernel.name] = None  # filled by the caller with the ctypes function
             else:
                 self._extern(step)

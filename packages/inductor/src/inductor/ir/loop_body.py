@@ -14,6 +14,7 @@ import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 import torch
 
 from inductor.codegen.ops import OPS, REDUCTIONS, Ref, compute_dtype, use_handler
+from inductor.ir.checks import KernelCheck
 from inductor.sizevars import Expr, index_symbol, simplify_index
 
 
@@ -127,9 +128,10 @@ class BodyBuilder:
             return x
         return self._emit("to_dtype", (x, dtype), dtype)
 
-    def indirect(self, x: Ref, size: int) -> sympy.Symbol:
+    def indirect(self, x: Ref, size: int, check: KernelCheck | None = None,
+                 wrap: bool = True) -> sympy.Symbol:
         x = self.to_dtype(x, torch.int64)
-        ref = self._emit("indirect", (x, size), torch.int64)
+        ref = self._emit("indirect", (x, size, wrap, check), torch.int64)
         sym = sympy.Symbol(f"tmp{ref.id}", integer=True)
         return sym
 

@@ -1,6 +1,7 @@
 """Lowering rules for indexing with tensors: `index` (advanced indexing), `gather`,
 `index_select`, `embedding`. Indices become indirect index variables (negative indices
-wrap); masks and writes (index_put, scatter) stay extern ATen calls.
+wrap where ATen's op wraps them), checked at run time: an index out of bounds raises what
+ATen raises (`ir/checks.py`). Masks and writes (index_put, scatter) stay extern ATen calls.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 import torch
 
 from inductor.codegen.ops import Ref, ops
+from inductor.ir.checks import OUT_OF_RANGE, KernelCheck, index_check
 from inductor.ir.nodes import Pointwise, TensorValue
 from inductor.lowering.common import broadcast_index, normalize_dim, out_meta
 from inductor.lowering.context import LoweringContext
@@ -38,6 +40,8 @@ def _index(ctx: LoweringContext, x: TensorValue, indices: Sequence[Any]) -> Any:
     positions = [d for d, i in enumerate(idx_list) if i is not None]
     if not positions:
         return x
+    if any(x.size[d] == 0 for d in positions):
+        return NotImplemented  # NOTE: no element to read for any index: ATen raises
     bshape = _broadcast_shape([idx_list[d].size for d in positions])
     adjacent = positions == list(range(positions[0], positions[-1] + 1))
     first = positions[0] if adjacent else 0
@@ -55,7 +59,8 @@ def _index(ctx: LoweringContext, x: TensorValue, indices: Sequence[Any]) -> Any:
                 full.append(next(it))
             else:
                 v = t.load(broadcast_index(t.size, bshape, bidx))
-                full.append(ops.indirect(v, src.size[d]))
+                check = index_check("IndexError", positions.index(d), src.size[d])
+                full.append(ops.indirect(v, src.size[d], check))
         return src.load(full)
 
     return Pointwise(tuple(int(s) for s in meta.shape), x.dtype, x.device, inner)
@@ -67,12 +72,19 @@ def _index_select(ctx: LoweringContext, x: TensorValue, dim: int, index: TensorV
     dim = normalize_dim(dim, nd)
     meta = out_meta(ctx)
     src = x
+    if nd and src.size[dim] == 0:
+        return NotImplemented
+    check = OUT_OF_RANGE
+    if dim == 1 and nd > 1:
+        # NOTE: ATen's CPU kernel for dim 1 reports this way
+        check = KernelCheck("RuntimeError", "INDICES element is out of DATA bounds, "
+                            f"id={{value}} axis_dim={src.size[dim] if nd else 1}")
 
     def inner(idx: Sequence[Expr]) -> Ref:
         full = list(idx)
         if nd:
             i = index.load([idx[dim]] if len(index.size) else [])
-            full[dim] = ops.indirect(i, src.size[dim])
+            full[dim] = ops.indirect(i, src.size[dim], check, wrap=False)
         return src.load(full)
 
     return Pointwise(tuple(int(s) for s in meta.shape), x.dtype, x.device, inner)
@@ -83,10 +95,12 @@ def _embedding(ctx: LoweringContext, weight: TensorValue, indices: TensorValue,
                *args: Any) -> Any:
     meta = out_meta(ctx)
     ni = len(indices.size)
+    if weight.size[0] == 0:
+        return NotImplemented
 
     def inner(idx: Sequence[Expr]) -> Ref:
         i = indices.load(list(idx[:ni]))
-        row = ops.indirect(i, weight.size[0])
+        row = ops.indirect(i, weight.size[0], OUT_OF_RANGE, wrap=False)
         return weight.load([row, idx[ni]])
 
     return Pointwise(tuple(int(s) for s in meta.shape), weight.dtype, weight.device, inner)
@@ -99,12 +113,15 @@ def _gather(ctx: LoweringContext, x: TensorValue, dim: int, index: TensorValue,
     dim = normalize_dim(dim, nd)
     meta = out_meta(ctx)
     src = x
+    if nd and src.size[dim] == 0:
+        return NotImplemented
+    check = index_check("RuntimeError", dim, src.size[dim] if nd else 1)
 
     def inner(idx: Sequence[Expr]) -> Ref:
         full = list(idx)
         if nd:
             i = index.load(list(idx))
-            full[dim] = ops.indirect(i, src.size[dim])
+            full[dim] = ops.indirect(i, src.size[dim], check, wrap=False)
         else:
             full = [sympy.Integer(0)] * 0
         return src.load(full)

@@ -102,7 +102,8 @@ def _div_mode(ctx: LoweringContext, a: Any, b: Any, *, rounding_mode: str | None
         return make_pointwise(ctx, ops.floordiv, a, b)
     if dtype.is_floating_point:
         return make_pointwise(ctx, lambda x, y: ops.trunc(ops.truediv(x, y)), a, b)
-    return NotImplemented
+    # NOTE: lowered for integers too: ATen's kernel traps (SIGFPE) on MIN / -1, ours wraps
+    return make_pointwise(ctx, ops.trunc_div, a, b)
 
 
 @lowering(aten.floor_divide.default, aten.floor_divide.Scalar)
@@ -121,7 +122,12 @@ def _fmod(ctx: LoweringContext, a: Any, b: Any) -> Pointwise:
 
 
 @lowering(aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor, aten.pow.Scalar)
-def _pow(ctx: LoweringContext, a: Any, b: Any) -> Pointwise:
+def _pow(ctx: LoweringContext, a: Any, b: Any) -> Any:
+    integral = not out_meta(ctx).dtype.is_floating_point and not out_meta(ctx).dtype.is_complex
+    if integral and is_tensor(a) and not is_tensor(b) and isinstance(b, int) and b < 0:
+        # NOTE: ATen raises ("Integers to negative integer powers are not allowed."): the
+        # extern op raises it on every call.
+        return NotImplemented
     if not is_tensor(b) and isinstance(b, (int, float)):
         if b == 2:
             return make_pointwise(ctx, lambda x: ops.mul(x, x), a)

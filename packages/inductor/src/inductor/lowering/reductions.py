@@ -136,21 +136,32 @@ def _mean(ctx: LoweringContext, x: TensorValue, dims: Any = None, keepdim: bool 
                   layout=_node_layout(ctx), post=post)
 
 
+def _reduces_empty(x: TensorValue, dims: Sequence[int]) -> bool:
+    """Whether a reduction without an identity (max, min, argmax, argmin) reduces over no
+    elements: ATen raises (each op with its own message and type), so the op stays an
+    extern call that raises on every call, never a kernel returning its initial value."""
+    return any(x.size[d] == 0 for d in dims) or (not dims and 0 in x.size)
+
+
 @lowering(aten.amax.default, aten.amin.default)
 def _amax(ctx: LoweringContext, x: TensorValue, dims: Any = None,
-          keepdim: bool = False) -> BufferView:
+          keepdim: bool = False) -> Any:
     assert ctx.node is not None
     kind = "max" if "amax" in str(ctx.node.target) else "min"
     meta = out_meta(ctx)
     nd = len(x.size)
+    if _reduces_empty(x, normalize_dims(dims, nd)):
+        return NotImplemented
     return reduce(ctx, x, normalize_dims(dims, nd), kind, meta.dtype,
                   keepdim=keepdim and nd > 0, layout=_node_layout(ctx))
 
 
 @lowering(aten.max.default, aten.min.default)
-def _max_all(ctx: LoweringContext, x: TensorValue) -> BufferView:
+def _max_all(ctx: LoweringContext, x: TensorValue) -> Any:
     assert ctx.node is not None
     kind = "max" if "max" in str(ctx.node.target) else "min"
+    if 0 in x.size:
+        return NotImplemented
     return reduce(ctx, x, list(range(len(x.size))), kind, x.dtype, keepdim=False,
                   layout=_node_layout(ctx))
 
@@ -161,6 +172,8 @@ def _argmax(ctx: LoweringContext, x: TensorValue, dim: int | None = None,
     assert ctx.node is not None
     kind = "argmax" if "argmax" in str(ctx.node.target) else "argmin"
     nd = len(x.size)
+    if 0 in x.size and (dim is None or _reduces_empty(x, normalize_dims(dim, nd))):
+        return NotImplemented
     if dim is None:
         if nd > 1:
             from inductor.lowering.views import apply_view, reshape_map
@@ -183,6 +196,8 @@ def _max_dim(ctx: LoweringContext, x: TensorValue, dim: int, keepdim: bool = Fal
     is_max = "max" in str(ctx.node.target)
     nd = len(x.size)
     dims = normalize_dims(dim, nd)
+    if _reduces_empty(x, dims):
+        return NotImplemented
     values = reduce(ctx, x, dims, "max" if is_max else "min", x.dtype,
                     keepdim=keepdim and nd > 0, layout=_node_layout(ctx, 0))
     indices = reduce(ctx, x, dims, "argmax" if is_max else "argmin", torch.int64,
