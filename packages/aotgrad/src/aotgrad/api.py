@@ -34,8 +34,11 @@ _NOT_FLAT = object()
 
 
 def _tensor_key(t: torch.Tensor, training: bool) -> tuple[Any, ...]:
-    return (t.dtype, t.device, t.shape, t.stride(), t.storage_offset(),
-            training and t.requires_grad, type(t))
+    # NOTE: leafness matters to training: an in-place write to a leaf that requires grad
+    # raises, to any other input it is recorded (`aotgrad.joint.fresh_primals`).
+    grad = training and t.requires_grad
+    return (t.dtype, t.device, t.shape, t.stride(), t.storage_offset(), grad,
+            grad and t.is_leaf, type(t))
 
 
 def _closure_values(fn: Any) -> tuple[Any, ...]:
@@ -128,9 +131,14 @@ class AotCompiled:
         self._plain_fn = not isinstance(fn, types.FunctionType) or not fn.__closure__
         self._state_key: Callable[[], Any] | None = getattr(fn, "state_key", None)
         self._signature: tuple[Any, ...] | None = None  # of a captured graph, for the cache
+        # NOTE: the grad modes a captured graph switches to, in order (`LiftedModule`): the
+        # graph starts in the caller's grad mode and leaves the last one set.
+        self._grad_switches: tuple[bool, ...] = getattr(fn, "grad_switches", ())
 
     def _key(self, leaves: Sequence[Any], training: bool, structure: Any) -> tuple[Any, ...]:
         parts: list[Any] = [training, structure]
+        if self._grad_switches:
+            parts.append(torch.is_grad_enabled())
         state_key = getattr(self.fn, "state_key", None)
         if state_key is not None:
             parts.append(state_key())
@@ -144,6 +152,15 @@ class AotCompiled:
         return tuple(parts)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._grad_switches:
+            result = self._call(args, kwargs)
+            # NOTE: the graph's `torch.set_grad_enabled(...)` calls are not ATen ops: the
+            # compiled graphs do not make them; the mode the program leaves is set here.
+            torch._C._set_grad_enabled(self._grad_switches[-1])
+            return result
+        return self._call(args, kwargs)
+
+    def _call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         key = self._fast_key(args) if not kwargs and self._plain_fn else None
         if key is not None:
             entry = self.fast_cache.get(key)
@@ -175,7 +192,7 @@ class AotCompiled:
         tensor = torch.Tensor
         try:
             parts = [(type(a), a.dtype, a.device, a.shape, a.stride(), a.storage_offset(),
-                      a.requires_grad) if isinstance(a, tensor) else
+                      a.requires_grad, a.is_leaf) if isinstance(a, tensor) else
                      (((float, repr(a)) if type(a) is float else (type(a), a))
                       if type(a) in _FLAT_LEAF_TYPES else _NOT_FLAT)
                      for a in args]
@@ -199,7 +216,9 @@ class AotCompiled:
             leaves, in_spec = tree_flatten((args, kwargs, closure))
             structure = repr(in_spec)
         tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
-        training = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+        # NOTE: a graph that turns grad mode on itself trains under the caller's no_grad.
+        training = (torch.is_grad_enabled() or True in self._grad_switches) and any(
+            t.requires_grad for t in tensors)
         key = self._key(leaves, training, structure)
         entry = self.cache.get(key)
         if entry is None:
@@ -289,7 +308,8 @@ class AotCompiled:
             decomps = _config.options.decompositions
         if training:
             return compile_training(flat_fn, tensors, self.fw_compiler, self.bw_compiler,
-                                    self.partition_fn, decomps, self.saved_bytes)
+                                    self.partition_fn, decomps, self.saved_bytes,
+                                    entry_grad_mode=torch.is_grad_enabled())
         return compile_inference(flat_fn, tensors, self.fw_compiler, decomps)
 
 
@@ -343,6 +363,14 @@ def _swapped(module: torch.nn.Module, names: Sequence[str],
             table[attr] = old
 
 
+def _grad_switches(module: torch.nn.Module) -> tuple[bool, ...]:
+    """The grad modes a captured graph sets (`torch._C._set_grad_enabled` nodes), in order."""
+    if not isinstance(module, fx.GraphModule):
+        return ()
+    return tuple(bool(n.args[0]) for n in module.graph.nodes
+                 if n.op == "call_function" and n.target is torch._C._set_grad_enabled)
+
+
 class LiftedModule:
     """`module` as a function of its parameters and buffers: `(*params, *buffers, *args)`."""
 
@@ -363,6 +391,7 @@ class LiftedModule:
                       *module.named_buffers(remove_duplicate=False)]
         self.swap_names = [n for n, _ in everything]
         self.swap_inputs = [index[id(t)] for _, t in everything]
+        self.grad_switches = _grad_switches(module)
 
     def state_key(self) -> tuple[bool, ...]:
         """The modules' train/eval flags: a traced graph depends on them."""

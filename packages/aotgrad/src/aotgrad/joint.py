@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import fx
@@ -29,7 +29,8 @@ from aotgrad.decompositions import get_decompositions
 from aotgrad.functionalize import FunctionalGraph, functionalize
 from aotgrad.trace import AtenTracer, new_fake_mode, run_with_meta, trace
 
-__all__ = ["JointGraph", "build_joint", "fresh_fakes", "trace_forward", "trace_joint"]
+__all__ = ["JointGraph", "build_joint", "fresh_fakes", "fresh_primals", "trace_forward",
+           "trace_joint"]
 
 
 @dataclasses.dataclass
@@ -64,25 +65,43 @@ class JointGraph:
 
 
 def fresh_fakes(fake_mode: FakeTensorMode, values: Sequence[object]) -> list[object]:
-    """New fake leaves with the metadata (requires_grad included) of `values`.
+    """New fake tensors with the metadata (requires_grad and leafness included) of `values`.
 
     NOTE: each trace gets its own fakes: the program may mutate its inputs, and
     `FakeTensorMode.from_tensor` would hand back the same (already mutated) fake.
     """
-    out: list[object] = []
+    return fresh_primals(fake_mode, values)[0]
+
+
+def fresh_primals(fake_mode: FakeTensorMode, values: Sequence[object],
+                  ) -> tuple[list[object], list[object]]:
+    """`(args, leaves)`: fakes to hand the program, and per value the leaf that gradients
+    are taken with respect to (None for values that do not require grad).
+
+    A value that requires grad and is a leaf is handed over as its leaf: an in-place write
+    to it under grad mode raises, as in eager. One that is not a leaf (an activation capture
+    passes between graphs, `leaf * 1`) is handed over as a clone of its leaf: autograd then
+    records an in-place write, and the gradient with respect to the leaf is the gradient
+    with respect to the value as it came in, before the program mutated it.
+    """
+    args: list[object] = []
+    leaves: list[object] = []
     with fake_mode:
         for value in values:
-            if isinstance(value, torch.Tensor):
-                fake = torch.empty_strided(tuple(value.shape), tuple(value.stride()),
-                                           dtype=value.dtype, device=value.device)
-                if value.requires_grad:
-                    # NOTE: not a leaf, like the activations capture passes between graphs:
-                    # the program may mutate it in place, autograd then records the write.
-                    fake = fake.requires_grad_(True).clone()
-                out.append(fake)
-            else:
-                out.append(value)
-    return out
+            if not isinstance(value, torch.Tensor):
+                args.append(value)
+                leaves.append(None)
+                continue
+            fake = torch.empty_strided(tuple(value.shape), tuple(value.stride()),
+                                       dtype=value.dtype, device=value.device)
+            if not value.requires_grad:
+                args.append(fake)
+                leaves.append(None)
+                continue
+            leaf = fake.requires_grad_(True)
+            leaves.append(leaf)
+            args.append(leaf if value.is_leaf else leaf.clone())
+    return args, leaves
 
 
 def _names(prefix: str, count: int) -> list[str]:
@@ -96,18 +115,28 @@ def trace_forward(
     decompositions: Mapping[Any, Callable[..., Any]],
     *,
     grad_enabled: bool = False,
+    entry_grad_mode: bool | None = None,
 ) -> tuple[FunctionalGraph, Any]:
     """Trace `fn` to ATen and functionalize it; returns (graph, pytree spec of fn's result).
 
     With `grad_enabled`, inputs keep their requires_grad and autograd runs (so the graph's
     `output_requires_grad` is known); the recorded graph is the forward only either way.
+    `entry_grad_mode` (default: `grad_enabled`) is the grad mode the program starts in.
     """
     args = fresh_fakes(fake_mode, inputs)
     if not grad_enabled:
         args = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
     raw, spec = trace(fn, args, fake_mode=fake_mode, decompositions=decompositions,
-                      arg_names=_names("primals", len(args)), grad_enabled=grad_enabled)
-    return functionalize(raw, fake_mode), spec
+                      arg_names=_names("primals", len(args)),
+                      grad_enabled=grad_enabled if entry_grad_mode is None else entry_grad_mode)
+    graph = functionalize(raw, fake_mode)
+    graph.mutated_requires_grad = tuple(_has_history(args[i]) for i in graph.mutated_inputs)
+    return graph, spec
+
+
+def _has_history(value: object) -> bool:
+    """A tensor whose value autograd tracks back to the inputs (not a leaf)."""
+    return isinstance(value, torch.Tensor) and value.requires_grad and not value.is_leaf
 
 
 def _differentiable(value: object) -> bool:
@@ -120,38 +149,53 @@ def trace_joint(
     forward: FunctionalGraph,
     fake_mode: FakeTensorMode,
     decompositions: Mapping[Any, Callable[..., Any]],
+    *,
+    entry_grad_mode: bool = True,
 ) -> JointGraph:
     """Trace `fn` and `torch.autograd.grad` of its outputs together, then functionalize.
+
+    `entry_grad_mode` is the grad mode the program starts in (a captured graph may switch it:
+    `torch.enable_grad()` inside a function called under `no_grad`).
 
     `forward` is `fn`'s functional forward traced with grad enabled: it says which user
     outputs the graph computes and which require grad (those get tangents).
     """
-    primals = fresh_fakes(fake_mode, inputs)
+    primals, leaves = fresh_primals(fake_mode, inputs)
     requires_grad = [_differentiable(p) for p in primals]
     flat_examples = next(
         n.meta["example_value"] for n in forward.gm.graph.nodes if n.op == "output")
-    user_examples = list(flat_examples[len(forward.mutated_inputs):])
+    num_mutated = len(forward.mutated_inputs)
+    user_examples = list(flat_examples[num_mutated:])
+    # NOTE: new values of mutated inputs that autograd tracks get tangents too: the wrapper
+    # writes them into the inputs under grad mode, so gradients flow through them.
+    mutated_tangent_for = [k for k, tracked in enumerate(forward.mutated_requires_grad)
+                           if tracked]
     tangent_for = [j for j, spec in enumerate(forward.outputs)
                    if spec.kind == "graph" and forward.output_requires_grad[j]]
     with fake_mode:
         tangents = []
-        for j in tangent_for:
-            example = user_examples[forward.outputs[j].index]
+        examples = ([flat_examples[k] for k in mutated_tangent_for]
+                    + [user_examples[forward.outputs[j].index] for j in tangent_for])
+        for example in examples:
             tangents.append(torch.empty(tuple(example.shape), dtype=example.dtype,
                                         device=example.device))
 
     tracer = AtenTracer(fake_mode, decompositions)
     tracer.placeholders(_names("primals", len(primals)), primals)
     tracer.placeholders(_names("tangents", len(tangents)), tangents)
-    with fake_mode, tracer, torch.enable_grad():
+    with fake_mode, tracer, torch.set_grad_enabled(entry_grad_mode):
         flat = tree_flatten(run_with_meta(fn, list(primals), tracer))[0]
         grads: list[object] = [None] * len(primals)
-        diff_inputs = [p for p, rg in zip(primals, requires_grad)
-                       if rg and isinstance(p, torch.Tensor)]
-        diff_outs = [flat[j] for j in tangent_for]
+        diff_inputs = [leaf for leaf, rg in zip(leaves, requires_grad)
+                       if rg and isinstance(leaf, torch.Tensor)]
+        diff_outs = cast(list[torch.Tensor],
+                         [primals[forward.mutated_inputs[k]] for k in mutated_tangent_for]
+                         + [flat[j] for j in tangent_for])
         if diff_inputs and diff_outs:
             tracer.start_backward()
-            computed = torch.autograd.grad(diff_outs, diff_inputs, tangents, allow_unused=True)
+            with torch.enable_grad():
+                computed = torch.autograd.grad(diff_outs, diff_inputs, tangents,
+                                               allow_unused=True)
             positions = [i for i, rg in enumerate(requires_grad) if rg]
             for position, grad in zip(positions, computed):
                 grads[position] = grad
@@ -161,12 +205,13 @@ def trace_joint(
         s.kind for s in joint.outputs] != [s.kind for s in forward.outputs]:
         raise RuntimeError("the joint trace disagrees with the forward trace on mutations or "
                            "output aliasing (the program is not deterministic under tracing)")
-    num_mutated = len(joint.mutated_inputs)
+    joint.mutated_requires_grad = forward.mutated_requires_grad
     return JointGraph(
         gm=joint.gm,
         num_fwd_outputs=joint.num_graph_outputs,
         requires_grad=requires_grad,
-        tangent_outputs=[num_mutated + joint.outputs[j].index for j in tangent_for],
+        tangent_outputs=(mutated_tangent_for
+                         + [num_mutated + joint.outputs[j].index for j in tangent_for]),
         forward=joint,
         fake_mode=fake_mode,
     )

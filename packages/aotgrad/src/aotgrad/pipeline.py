@@ -98,11 +98,18 @@ def compile_inference(fn: Callable[..., Any], tensors: Sequence[torch.Tensor],
 def compile_training(fn: Callable[..., Any], tensors: Sequence[torch.Tensor],
                      fw_compiler: Compiler, bw_compiler: Compiler,
                      partition_fn: PartitionFnLike | None, decompositions: Decomps,
-                     counter: SavedBytesCounter) -> tuple[TrainingRunner, Any]:
+                     counter: SavedBytesCounter, *, entry_grad_mode: bool = True,
+                     ) -> tuple[TrainingRunner, Any]:
+    """Trace, functionalize, build the joint graph, partition and compile a training call.
+
+    `entry_grad_mode`: the grad mode the program starts in (off for a captured graph that
+    enables grad inside a function called under `no_grad`).
+    """
     mode = new_fake_mode()
     table = get_decompositions(decompositions)
-    forward, out_spec = trace_forward(fn, tensors, mode, table, grad_enabled=True)
-    joint = trace_joint(fn, tensors, forward, mode, table)
+    forward, out_spec = trace_forward(fn, tensors, mode, table, grad_enabled=True,
+                                      entry_grad_mode=entry_grad_mode)
+    joint = trace_joint(fn, tensors, forward, mode, table, entry_grad_mode=entry_grad_mode)
     assert_functional(joint.gm)
     partition = resolve_partitioner(partition_fn)
     fw_gm, bw_gm = partition(joint.gm, num_fwd_outputs=joint.num_fwd_outputs,
@@ -112,5 +119,6 @@ def compile_training(fn: Callable[..., Any], tensors: Sequence[torch.Tensor],
     runner = TrainingRunner(joint.forward, fw_gm, bw_gm, num_fwd_outputs=joint.num_fwd_outputs,
                             tangent_outputs=joint.tangent_outputs,
                             fw_compiler=checked_compiler(fw_compiler),
-                            bw_compiler=checked_compiler(bw_compiler), counter=counter)
+                            bw_compiler=checked_compiler(bw_compiler), counter=counter,
+                            force_grad_mode=not entry_grad_mode)
     return runner, out_spec

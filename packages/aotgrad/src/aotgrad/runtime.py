@@ -53,10 +53,22 @@ def example_inputs(gm: fx.GraphModule) -> list[Any]:
 
 
 def _apply_mutations(args: Sequence[Any], mutated: Sequence[int], values: Sequence[Any]) -> None:
+    """Write the new values of mutated inputs into the inputs.
+
+    A new value that autograd tracks (the runner's function output has a tangent) is
+    written with its history, as the program's in-place op was recorded; never into a leaf
+    that requires grad: the program could only write to it with grad mode off (the trace
+    raises otherwise, as eager does). An input resized by the program (an `out=` argument
+    of another shape) is resized first, as the op did in eager.
+    """
     for index, value in zip(mutated, values):
         target = args[index]
-        if target.requires_grad and not target.is_leaf and torch.is_grad_enabled():
-            target.copy_(value)
+        if target.shape != value.shape:
+            with torch.no_grad():
+                target.resize_(value.shape)
+        if value.requires_grad and not (target.is_leaf and target.requires_grad):
+            with torch.enable_grad():
+                target.copy_(value)
         else:
             with torch.no_grad():
                 target.copy_(value)
@@ -71,17 +83,24 @@ def _replay(base: Any, spec: OutputSpec) -> Any:
 
 def user_outputs(specs: Sequence[OutputSpec], args: Sequence[Any],
                  graph_outputs: Sequence[Any]) -> list[Any]:
-    """The user outputs from the graph's outputs, the inputs (views of inputs), constants."""
+    """The user outputs from the graph's outputs, the inputs (views of inputs), constants;
+    then the views of other user outputs (a view may come before its base)."""
     results: list[Any] = []
+    views = False
     for spec in specs:
         if spec.kind == "graph":
             results.append(graph_outputs[spec.index])
         elif spec.kind == "input":
             results.append(_replay(args[spec.index], spec))
         elif spec.kind == "output":
-            results.append(_replay(results[spec.index], spec))
+            results.append(None)
+            views = True
         else:
             results.append(spec.value)
+    if views:
+        for i, spec in enumerate(specs):
+            if spec.kind == "output":
+                results[i] = _replay(results[spec.index], spec)
     return results
 
 
@@ -136,7 +155,7 @@ class TrainingRunner:
     def __init__(self, forward: FunctionalGraph, fw_gm: fx.GraphModule, bw_gm: fx.GraphModule,
                  *, num_fwd_outputs: int, tangent_outputs: Sequence[int],
                  fw_compiler: Compiler, bw_compiler: Compiler,
-                 counter: SavedBytesCounter) -> None:
+                 counter: SavedBytesCounter, force_grad_mode: bool = False) -> None:
         self.forward = forward
         self.num_fwd_outputs = num_fwd_outputs
         self.fw_gm = fw_gm
@@ -151,6 +170,9 @@ class TrainingRunner:
         self._bw_shared: dict[Any, Callable[..., Any]] = {}
         self._bw: Callable[..., Any] | None = None
         self._tangent_outputs = list(tangent_outputs)
+        # NOTE: the program turns grad mode on itself (called under no_grad): the function
+        # is applied with grad mode on so that its differentiable outputs get a history.
+        self._force_grad_mode = force_grad_mode
         self._bind(counter)
 
     def rebind(self, counter: SavedBytesCounter) -> TrainingRunner:
@@ -254,6 +276,12 @@ class TrainingRunner:
         self._apply: Callable[..., Any] = CompiledFunction.apply
 
     def __call__(self, args: Sequence[Any]) -> Sequence[Any]:
+        if self._force_grad_mode:
+            with torch.enable_grad():
+                return self._run(args)
+        return self._run(args)
+
+    def _run(self, args: Sequence[Any]) -> Sequence[Any]:
         outs = self._apply(*args)
         if self.plain:
             return outs  # type: ignore[no-any-return]  # the function's tuple

@@ -20,6 +20,8 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
+from aotgrad.overlap import check_write_overlap
+
 __all__ = ["COPIED_META_KEYS", "AtenTracer", "TraceError", "new_fake_mode", "trace"]
 
 COPIED_META_KEYS = ("stack_trace", "nn_module_stack", "source_fn")
@@ -257,6 +259,7 @@ class AtenTracer(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: 
         kwargs: Mapping[str, Any] | None = None,
     ) -> Any:
         kwargs = dict(kwargs or {})
+        check_write_overlap(func, args, kwargs)
         if func is torch.ops.aten.native_batch_norm.default and args[3] is not None:
             # NOTE: native_batch_norm updates running_mean/var without saying so in its schema;
             # the _legit overload marks them (a!) so functionalization sees the writes.

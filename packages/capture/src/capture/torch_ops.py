@@ -86,6 +86,20 @@ _REFUSED: dict[object, str] = {
     torch.Tensor.register_hook: "registering tensor hooks",
     torch.manual_seed: "setting the RNG seed inside a compiled function",
     torch.autograd.grad: "torch.autograd.grad inside a compiled function",
+    # NOTE: autograd metadata of existing tensors changed in place: a compiled graph's outputs
+    # are new tensors and its inputs are read only, so these run eagerly (a graph break).
+    torch.Tensor.retain_grad: "Tensor.retain_grad() inside a compiled function",
+    torch.Tensor.requires_grad_: "Tensor.requires_grad_() inside a compiled function",
+    torch.Tensor.detach_: "Tensor.detach_() inside a compiled function",
+}
+_HINT_RUN_EAGERLY = ("This call changes autograd or RNG state outside the graph, so it runs "
+                     "eagerly; move it out of the compiled function to compile the rest.")
+_REFUSED_HINTS = {
+    torch.Tensor.retain_grad: _HINT_RUN_EAGERLY,
+    torch.Tensor.requires_grad_: _HINT_RUN_EAGERLY,
+    torch.Tensor.detach_: _HINT_RUN_EAGERLY,
+    torch.manual_seed: _HINT_RUN_EAGERLY,
+    torch.autograd.grad: _HINT_RUN_EAGERLY,
 }
 
 
@@ -175,7 +189,9 @@ def call_torch(
     """Record `fn(*args, **kwargs)` (or `args[0].method(...)`) and return its value."""
     refused = _refusal(fn)
     if refused is not None:
-        raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, refused, HINT_DATA_DEPENDENT)
+        hint = next((h for f, h in _REFUSED_HINTS.items() if refused == _REFUSED[f]),
+                    HINT_DATA_DEPENDENT)
+        raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, refused, hint)
     has_tensor = any(_contains_tensor(a) for a in args) or any(
         _contains_tensor(v) for v in kwargs.values()
     )

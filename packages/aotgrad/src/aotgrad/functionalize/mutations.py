@@ -66,6 +66,8 @@ class FunctionalGraph:
         return len(self.mutated_inputs) + self.num_user_graph_outputs
 
     output_requires_grad: tuple[bool, ...] = ()  # per user output, as traced
+    # per mutated input: whether autograd tracks its new value (set by the forward trace)
+    mutated_requires_grad: tuple[bool, ...] = ()
 
 
 # --------------------------------------------------------------------------- functional variants
@@ -355,8 +357,8 @@ class _Functionalizer:
             result = self.emit(variant.op, self.map_arg(tuple(node.args)), self.map_arg(kwargs),
                                node)
         else:
-            result = self.emit(variant.op, self.map_arg(tuple(node.args)),
-                               self.map_arg(dict(node.kwargs)), node)
+            args, kwargs = _variant_arguments(node, op, variant.op)
+            result = self.emit(variant.op, self.map_arg(args), self.map_arg(kwargs), node)
         num_returns = len(schema.returns)
         new_values: list[fx.Node] = []
         for j in range(len(mutated_nodes)):
@@ -414,7 +416,16 @@ class _Functionalizer:
         flat = flat[:len(flat) - self.keep_tail]
         specs: list[OutputSpec] = []
         user_values: list[fx.Node] = []
+        # NOTE: a user output that is a view of another output (before or after it: `return
+        # y.view(-1), y`) is made from it by the wrapper, so the two share memory as in eager.
         whole_outputs: dict[int, int] = {}  # id(storage) -> user output index (plain base)
+        for i, out in enumerate(flat):
+            if isinstance(out, fx.Node) and out not in self.scalars:
+                alias = self.aliases[self.resolve(out)]
+                if alias.parent is None and alias.storage.input_index is None:
+                    whole_outputs.setdefault(id(alias.storage), i)
+        tracking = any(bool(getattr(n.meta.get("example_value"), "requires_grad", False))
+                       for n in self.gm.graph.nodes if n.op == "placeholder")
         for i, out in enumerate(flat):
             if not isinstance(out, fx.Node):
                 specs.append(OutputSpec("constant", value=out))
@@ -427,14 +438,17 @@ class _Functionalizer:
             alias = self.aliases[resolved]
             storage = alias.storage
             chain = view_chain(resolved, self.aliases, self.producers, self.view_targets)
+            if chain is not None and tracking and not _requires_grad(out):
+                # NOTE: `x.detach()` may reach here as `alias` (decomposed): the replayed
+                # view must not require grad either.
+                chain.append(ViewStep(aten.detach.default, (), {}))
             if storage.input_index is not None and chain is not None:
                 specs.append(OutputSpec("input", storage.input_index, tuple(chain)))
                 continue
-            if id(storage) in whole_outputs and chain is not None:
-                specs.append(OutputSpec("output", whole_outputs[id(storage)], tuple(chain)))
+            base = whole_outputs.get(id(storage))
+            if base is not None and base != i and chain is not None:
+                specs.append(OutputSpec("output", base, tuple(chain)))
                 continue
-            if alias.parent is None:
-                whole_outputs.setdefault(id(storage), i)
             specs.append(OutputSpec("graph", len(user_values)))
             user_values.append(self.read(out))
         mutated = [s for s in self.storages if s.input_index is not None and s.version > 0]
@@ -455,6 +469,11 @@ class _Functionalizer:
                                requires_grad)
 
 
+def _requires_grad(node: fx.Node) -> bool:
+    value = node.meta.get("example_value")
+    return isinstance(value, torch.Tensor) and bool(value.requires_grad)
+
+
 def _aliases_first_argument(node: fx.Node) -> bool:
     """Whether a view op's result really shares storage with its first argument: `reshape`
     and `contiguous` copy when they must (then a write to the result stays there)."""
@@ -466,6 +485,34 @@ def _aliases_first_argument(node: fx.Node) -> bool:
     if not isinstance(base, torch.Tensor):
         return True
     return bool(value.untyped_storage()._cdata == base.untyped_storage()._cdata)
+
+
+def _variant_arguments(node: fx.Node, op: torch._ops.OpOverload,
+                       variant: torch._ops.OpOverload) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """`node`'s arguments for the functional `variant` of its op, defaults of `op` filled in.
+
+    NOTE: the in-place op may have defaults its functional variant lacks
+    (`bernoulli_.float(self, p=0.5)` but `bernoulli.p(self, p)`: `x.bernoulli_()`, and
+    dropout's noise, would otherwise call `bernoulli.p` without `p`).
+    """
+    bound = _bind_arguments(node, op._schema)
+    variant_defaults = {a.name for a in variant._schema.arguments if a.has_default_value()}
+    for argument in op._schema.arguments:
+        if (argument.name not in bound and argument.has_default_value()
+                and argument.name not in variant_defaults):
+            bound[argument.name] = argument.default_value
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    positional = True
+    for argument in variant._schema.arguments:
+        if argument.name not in bound:
+            positional = False  # a gap: later arguments go by name
+            continue
+        if positional and not argument.kwarg_only:
+            args.append(bound[argument.name])
+        else:
+            kwargs[argument.name] = bound[argument.name]
+    return tuple(args), kwargs
 
 
 def _bind_arguments(node: fx.Node, schema: Any) -> dict[str, Any]:
