@@ -65,8 +65,9 @@ class AotgradConfig:
         )
 
 
-options: AotgradConfig
 _set = OptionSet("aotgrad", AotgradConfig, os.environ, globals())
+#: The values in effect (`patch` rebinds this name).
+options: AotgradConfig = _set.current
 
 patch = _set.patch
 list_options = _set.list_options

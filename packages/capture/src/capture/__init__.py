@@ -16,12 +16,11 @@ from typing import Any
 
 import torch
 
+from capture import config as config
 from capture import policy
 from capture.backends import backend_name as _backend_name
 from capture.backends import list_backends, lookup_backend, register_backend
-from capture import config as config
-from capture.frame import CompiledFunction, CompileOptions, is_compiling, reset_all
-from capture.frame import run_disabled
+from capture.frame import CompiledFunction, CompileOptions, is_compiling, reset_all, run_disabled
 from capture.graph_break import BackendCompilerFailed, Unsupported
 from capture.module_wrapper import OptimizedModule, make_trampoline
 

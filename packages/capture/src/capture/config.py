@@ -36,8 +36,9 @@ class CaptureConfig:
              "'capture.recompiles' logger)")
 
 
-options: CaptureConfig
 _set = OptionSet("capture", CaptureConfig, os.environ, globals())
+#: The values in effect (`patch` rebinds this name).
+options: CaptureConfig = _set.current
 
 patch = _set.patch
 list_options = _set.list_options

@@ -51,8 +51,9 @@ class GuardsConfig:
              "beyond which least-recently-used builds are removed (0: no limit)")
 
 
-options: GuardsConfig
 _set = OptionSet("guards", GuardsConfig, os.environ, globals())
+#: The values in effect (`patch` rebinds this name).
+options: GuardsConfig = _set.current
 
 patch = _set.patch
 list_options = _set.list_options

@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch.fx
-
 from aotgrad import config as aotgrad_config
 
 from inductor import config

@@ -102,8 +102,9 @@ class InductorConfig:
         help="log the generated wrapper and C++ (the `inductor.output_code` logger)")
 
 
-options: InductorConfig
 _set = OptionSet("inductor", InductorConfig, os.environ, globals())
+#: The values in effect (`patch` rebinds this name).
+options: InductorConfig = _set.current
 
 patch = _set.patch
 list_options = _set.list_options
