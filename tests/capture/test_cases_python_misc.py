@@ -162,9 +162,7 @@ CASES = [
     case(match_on_tuple_shape, t(2, 3)),
     case(match_on_mapping, t(4), {"act": "relu", "scale": 2.0}),
     case(user_context_manager_class, t(4)),
-    case(generator_context_manager, t(4), marks=pytest.mark.xfail(
-        strict=True, reason="capture: @contextlib.contextmanager generators are not traced "
-        "(StopIteration from next() in _GeneratorContextManager.__exit__)")),
+    case(generator_context_manager, t(4)),
     case(import_inside_function, t(4)),
     case(augassign_subscript_and_attribute, t(4), {"n": 1, "t": t(4, seed=1)}, Box()),
     case(augassign_list_item_argument, t(4), [1.0, t(4, seed=1)]),

@@ -87,6 +87,25 @@ def unsupported(kind: GraphBreakKind, explanation: str, *hints: str) -> Unsuppor
     return Unsupported(kind, explanation, [], list(hints) or [HINT_REPORT])
 
 
+class RaisedInTrace(Unsupported):
+    """The traced program raised `exception` (a real exception object) at trace time.
+
+    The translator unwinds to the innermost `try` that covers the raising instruction, as
+    CPython would; with no handler in any traced frame it is an `Unsupported` like any other,
+    and the frame runs eagerly, where the same exception is raised for real.
+    """
+
+    def __init__(self, exception: BaseException) -> None:
+        Unsupported.__init__(
+            self,
+            GraphBreakKind.EXCEPTION,
+            f"{type(exception).__name__}: {exception}",
+            [],
+            [HINT_EAGER],
+        )
+        self.exception = exception
+
+
 class BackendCompilerFailed(RuntimeError):
     """A backend raised while compiling a captured graph."""
 

@@ -6,6 +6,7 @@ normalized by `versions`), which the interpreter walks by index.
 
 from __future__ import annotations
 
+import bisect
 import dis
 import types
 from dataclasses import dataclass
@@ -82,3 +83,71 @@ def _line_of(ins: dis.Instruction) -> int | None:
 def format_code(code: types.CodeType) -> str:
     """A `dis`-style listing of `code` (used by the bytecode logs)."""
     return dis.Bytecode(code).dis()
+
+
+@dataclass(frozen=True, slots=True)
+class ExceptionEntry:
+    """One row of a code object's exception table, as instruction indices.
+
+    An exception raised by an instruction in [start, end) unwinds the value stack to
+    `depth` items, pushes the raising instruction's offset when `lasti`, pushes the
+    exception and continues at `target`.
+    """
+
+    start: int
+    end: int
+    target: int
+    depth: int
+    lasti: bool
+
+
+_TABLE_CACHE: dict[types.CodeType, list[ExceptionEntry]] = {}
+
+
+def _read_varint(table: bytes, pos: int) -> tuple[int, int]:
+    # NOTE: CPython's format (Objects/exception_handling_notes.txt): 6-bit big-endian
+    # chunks, bit 6 marks "more follows", bit 7 marks the first byte of an entry.
+    byte = table[pos]
+    value = byte & 63
+    pos += 1
+    while byte & 64:
+        byte = table[pos]
+        value = (value << 6) | (byte & 63)
+        pos += 1
+    return value, pos
+
+
+def exception_table(code: types.CodeType) -> list[ExceptionEntry]:
+    """The exception table of `code` with offsets mapped to `decode(code)` indices."""
+    cached = _TABLE_CACHE.get(code)
+    if cached is not None:
+        return cached
+    table: bytes = getattr(code, "co_exceptiontable", b"")
+    instructions = decode(code)
+    offsets = [ins.offset for ins in instructions]
+    entries: list[ExceptionEntry] = []
+    pos = 0
+    while pos < len(table):
+        start, pos = _read_varint(table, pos)
+        length, pos = _read_varint(table, pos)
+        target, pos = _read_varint(table, pos)
+        depth_lasti, pos = _read_varint(table, pos)
+        entries.append(
+            ExceptionEntry(
+                bisect.bisect_left(offsets, start * 2),
+                bisect.bisect_left(offsets, (start + length) * 2),
+                bisect.bisect_left(offsets, target * 2),
+                depth_lasti >> 1,
+                bool(depth_lasti & 1),
+            )
+        )
+    _TABLE_CACHE[code] = entries
+    return entries
+
+
+def exception_handler(code: types.CodeType, index: int) -> ExceptionEntry | None:
+    """The entry that catches an exception raised by instruction `index`, if any."""
+    for entry in exception_table(code):
+        if entry.start <= index < entry.end:
+            return entry
+    return None

@@ -13,6 +13,7 @@ def load_handlers() -> None:
         handlers_calls,
         handlers_containers,
         handlers_control,
+        handlers_exceptions,
         handlers_load_store,
         handlers_ops,
     )

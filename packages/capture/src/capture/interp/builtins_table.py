@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from capture.graph_break import HINT_DATA_DEPENDENT, GraphBreakKind, unsupported
+from capture.graph_break import HINT_DATA_DEPENDENT, GraphBreakKind, RaisedInTrace, unsupported
 from capture import torch_ops
 from capture.interp import operators
 from capture.values import (
@@ -106,10 +106,8 @@ def try_fold(fn: object, args: list[Value], kwargs: dict[str, Value]) -> Value |
         kw[k] = obj
     try:
         result = fn(*values, **kw)  # type: ignore[operator]  # checked callable
-    except Exception as e:  # noqa: BLE001  # eager would raise this at the same line
-        raise unsupported(
-            GraphBreakKind.EXCEPTION, f"{getattr(fn, '__name__', fn)} raised {type(e).__name__}: {e}"
-        ) from None
+    except Exception as e:  # noqa: BLE001  # eager raises this at the same line
+        raise RaisedInTrace(e) from None
 
     return wrap_constant_result(result)
 
@@ -291,7 +289,7 @@ def _next(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if item is None:
         if len(args) > 1:
             return args[1]
-        raise unsupported(GraphBreakKind.EXCEPTION, "StopIteration from next()")
+        raise RaisedInTrace(StopIteration())
     return item
 
 
@@ -338,7 +336,31 @@ def iterate(tx: Translator, value: Value) -> IteratorValue:
             from capture.interp.calls import call_value
 
             return iterate(tx, call_value(tx, ConstantValue(method), [value], {}))
+        getitem = getattr(value.cls, "__getitem__", None)
+        if method is None and getitem is not None and hasattr(getitem, "__code__"):
+            return _sequence_protocol(tx, value, getitem)
     return IteratorValue(value.unpack())
+
+
+_MAX_SEQUENCE_ITEMS = 100_000
+
+
+def _sequence_protocol(tx: Translator, value: Value, getitem: object) -> IteratorValue:
+    """`iter()` of an object with `__getitem__` and no `__iter__`: items 0, 1, ... until
+    `__getitem__` raises IndexError (or StopIteration), as CPython's sequence iterator does."""
+    from capture.interp.calls import call_value
+
+    items: list[Value] = []
+    while len(items) < _MAX_SEQUENCE_ITEMS:
+        try:
+            items.append(call_value(tx, ConstantValue(getitem), [value, ConstantValue(len(items))], {}))
+        except RaisedInTrace as raised:
+            if isinstance(raised.exception, (IndexError, StopIteration)):
+                return IteratorValue(items)
+            raise
+    raise unsupported(
+        GraphBreakKind.UNSUPPORTED_OBJECT, f"a sequence of over {_MAX_SEQUENCE_ITEMS} items"
+    )
 
 
 def _items(tx: Translator, value: Value) -> list[Value]:
@@ -542,7 +564,10 @@ def _scalar(kind: type) -> SpecialHandler:
         if len(args) == 1 and isinstance(args[0], SymNodeValue):
             return _symbolic_scalar(tx, kind, args[0])
         values = [_const(a, f"{kind.__name__}()") for a in args]
-        return ConstantValue(kind(*values))
+        try:
+            return ConstantValue(kind(*values))
+        except (TypeError, ValueError, OverflowError) as e:
+            raise RaisedInTrace(e) from None
 
     return handle
 

@@ -338,7 +338,15 @@ def construct(tx: Translator, cls: type, args: list[Value], kwargs: dict[str, Va
             GraphBreakKind.UNSUPPORTED_CALL, f"creating the module {cls.__name__} while tracing"
         )
     if issubclass(cls, BaseException):
-        raise unsupported(GraphBreakKind.EXCEPTION, f"creating the exception {cls.__name__}")
+        from capture.interp import operators
+        from capture.interp.handlers_exceptions import new_exception
+
+        ok, values = operators.python_constant(TupleValue(list(args)))
+        if not ok or kwargs:
+            raise unsupported(
+                GraphBreakKind.EXCEPTION, f"creating the exception {cls.__name__}"
+            )
+        return ConstantValue(new_exception(cls, tuple(values)))
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
         fields = list(cls._fields)
         defaults = getattr(cls, "_field_defaults", {})

@@ -128,20 +128,13 @@ def return_value(tx: Translator, ins: Instruction) -> None:
 
 @handler("RETURN_GENERATOR")
 def return_generator(tx: Translator, ins: Instruction) -> None:
-    if tx.generator_items is None:
+    if not tx.is_generator:
         raise unsupported(GraphBreakKind.UNSUPPORTED_OPCODE, "generator outside an inlined call")
     tx.push(ConstantValue(None))
 
 
 @handler("YIELD_VALUE")
 def yield_value(tx: Translator, ins: Instruction) -> None:
-    if tx.generator_items is None:
+    if not tx.is_generator:
         raise unsupported(GraphBreakKind.UNSUPPORTED_OPCODE, "yield in the compiled frame")
-    tx.generator_items.append(tx.pop())
-    tx.push(ConstantValue(None))
-
-
-@handler("RAISE_VARARGS")
-def raise_varargs(tx: Translator, ins: Instruction) -> None:
-    what = tx.stack[-1].describe() if tx.stack else "an exception"
-    raise unsupported(GraphBreakKind.EXCEPTION, f"raise {what}")
+    tx.yielded = tx.pop()

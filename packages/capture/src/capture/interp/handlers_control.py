@@ -103,10 +103,6 @@ def _never(tx: Translator, ins: Instruction) -> None:
 
 
 for _name in (
-    "PUSH_EXC_INFO",
-    "POP_EXCEPT",
-    "RERAISE",
-    "CHECK_EXC_MATCH",
     "WITH_EXCEPT_START",
     "CLEANUP_THROW",
     "SEND",

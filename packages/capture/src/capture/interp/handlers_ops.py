@@ -211,6 +211,14 @@ def call_intrinsic_1(tx: Translator, ins: Instruction) -> None:
     elif name == "INTRINSIC_UNARY_POSITIVE":
         tx.push(operators.apply_operator(tx, operator.pos, [tx.pop()]))
     elif name == "INTRINSIC_STOPITERATION_ERROR":
-        raise unsupported(GraphBreakKind.EXCEPTION, "StopIteration inside a generator")
+        exc = tx.pop()
+        ok, real = operators.real_object(exc)
+        if not ok or not isinstance(real, BaseException):
+            raise unsupported(GraphBreakKind.EXCEPTION, "StopIteration inside a generator")
+        if isinstance(real, StopIteration):
+            error = RuntimeError("generator raised StopIteration")
+            error.__cause__ = real
+            exc = ConstantValue(error)
+        tx.push(exc)
     else:
         raise unsupported(GraphBreakKind.UNSUPPORTED_OPCODE, f"CALL_INTRINSIC_1 {name}")

@@ -14,7 +14,7 @@ import torch
 from guards.sources import AttrSource, SubmoduleSource
 
 from capture import torch_ops
-from capture.graph_break import HINT_DATA_DEPENDENT, GraphBreakKind, unsupported
+from capture.graph_break import HINT_DATA_DEPENDENT, GraphBreakKind, RaisedInTrace, unsupported
 from capture.values import (
     ConstantValue,
     DictValue,
@@ -131,10 +131,8 @@ def apply_operator(tx: Translator, op: Callable[..., Any], args: list[Value]) ->
     ):
         try:
             return ConstantValue(op(*[obj for _, obj in consts]))
-        except Exception as e:  # noqa: BLE001  # the user's code would raise this too
-            raise unsupported(
-                GraphBreakKind.EXCEPTION, f"{op.__name__} raised {type(e).__name__}: {e}"
-            ) from None
+        except Exception as e:  # noqa: BLE001  # the user's code raises this too
+            raise RaisedInTrace(e) from None
     if len(args) == 1 and isinstance(args[0], ObjectValue):
         name = {operator.neg: "__neg__", operator.pos: "__pos__", operator.invert: "__invert__",
                 operator.abs: "__abs__"}.get(op)
@@ -340,7 +338,7 @@ def contains(tx: Translator, item: Value, container: Value) -> bool:
             try:
                 return needle in container.obj  # type: ignore[operator]  # any container
             except TypeError as e:
-                raise unsupported(GraphBreakKind.EXCEPTION, f"`in` raised {e}") from None
+                raise RaisedInTrace(e) from None
     if isinstance(container, ModuleValue) and isinstance(item, ConstantValue):
         guard_module_entries(tx, container)
         return item.value in container.module  # type: ignore[operator]  # ModuleDict
@@ -350,7 +348,7 @@ def contains(tx: Translator, item: Value, container: Value) -> bool:
             try:
                 return needle in container.value  # type: ignore[operator]  # any container
             except TypeError as e:
-                raise unsupported(GraphBreakKind.EXCEPTION, f"`in` raised {e}") from None
+                raise RaisedInTrace(e) from None
     if isinstance(container, (ListValue, TupleValue, ConstantValue)):
         ok, needle = python_constant(item)
         for candidate in container.unpack():
@@ -397,7 +395,7 @@ def get_item(tx: Translator, container: Value, key: Value) -> Value:
             item: Value = container.items[index]
             return item
         except (IndexError, TypeError) as e:
-            raise unsupported(GraphBreakKind.EXCEPTION, f"indexing raised {e}") from None
+            raise RaisedInTrace(e) from None
     if isinstance(container, DictValue):
         ok, k = python_constant(key)
         stored = container.stored_item(k) if ok else None
@@ -410,14 +408,16 @@ def get_item(tx: Translator, container: Value, key: Value) -> Value:
             container.items[k] = (key, new)
             tx.output.side_effects.mutate_container(container)
             return new
-        raise unsupported(GraphBreakKind.EXCEPTION, f"KeyError: {k!r}")
+        if ok:
+            raise RaisedInTrace(KeyError(k))
+        raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, "a dict lookup with a non-constant key")
     if isinstance(container, ConstantValue):
         ok, index = python_constant(key)
         if ok:
             try:
                 return wrap(tx.output, container.value[index], None)  # type: ignore[index]
-            except Exception as e:  # noqa: BLE001
-                raise unsupported(GraphBreakKind.EXCEPTION, f"indexing raised {e!r}") from None
+            except Exception as e:  # noqa: BLE001  # the user's code raises this too
+                raise RaisedInTrace(e) from None
     if isinstance(container, ModuleValue):
         return _module_item(tx, container, key)
     if isinstance(container, ObjectValue):

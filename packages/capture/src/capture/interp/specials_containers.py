@@ -6,7 +6,7 @@ import collections
 from typing import TYPE_CHECKING
 
 
-from capture.graph_break import GraphBreakKind, unsupported
+from capture.graph_break import GraphBreakKind, RaisedInTrace, unsupported
 from capture.interp import operators
 from capture.interp.builtins_table import (
     NONE,
@@ -171,7 +171,7 @@ def _dict_pop(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Va
         return d.items.pop(key)[1]
     if len(args) > 2:
         return args[2]
-    raise unsupported(GraphBreakKind.EXCEPTION, f"KeyError: {key!r}")
+    raise RaisedInTrace(KeyError(key))
 
 
 @special(dict.setdefault, collections.OrderedDict.setdefault)

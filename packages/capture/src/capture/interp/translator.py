@@ -11,14 +11,15 @@ import builtins
 import types
 from typing import TYPE_CHECKING
 
-from capture.bytecode.instructions import Instruction, decode
-from capture.graph_break import GraphBreakKind, Unsupported, UserFrame, unsupported
+from capture.bytecode.instructions import Instruction, decode, exception_handler
+from capture.graph_break import GraphBreakKind, RaisedInTrace, Unsupported, UserFrame, unsupported
 from capture.interp.registry import HANDLERS
-from capture.values import CellValue, IteratorValue, Value
+from capture.values import CellValue, ConstantValue, Value
 
 if TYPE_CHECKING:
     from guards.sources import Source
 
+    from capture.interp.generators import GeneratorValue
     from capture.output_graph import OutputGraph
 
 MAX_INLINE_DEPTH = 48
@@ -56,7 +57,14 @@ class Translator:
         self.kw_names: tuple[str, ...] = ()
         self.return_value: Value | None = None
         self.current: Instruction | None = None
-        self.generator_items: list[Value] | None = [] if is_generator else None
+        self.is_generator = is_generator
+        # Generator frames: the value of the last YIELD_VALUE, until `resume` hands it out.
+        self.yielded: Value | None = None
+        self.started = False
+        # Generators created by this frame and the frames it inlined (root frame only).
+        self.generators: list[GeneratorValue] = []
+        # The exception being handled (`sys.exc_info()`), set by PUSH_EXC_INFO.
+        self.exc_info: Value | None = None
         # Set when this frame runs a GraphModule's generated forward (its nodes' metadata
         # is carried over to the nodes traced from it).
         self.fx_module: object | None = None
@@ -88,13 +96,51 @@ class Translator:
 
     # -- running -----------------------------------------------------------------------
     def run(self) -> Value:
-        """Interpret until RETURN; return the returned value."""
+        """Interpret until RETURN; return the returned value (a generator: the generator)."""
+        if self.is_generator:
+            from capture.interp.generators import GeneratorValue
+
+            generator = GeneratorValue(self)
+            self.frames()[0].generators.append(generator)
+            return generator
+        self.execute()
+        assert self.return_value is not None
+        if self.parent is None:
+            for generator in self.generators:
+                generator.check_abandoned()
+        return self.return_value
+
+    def resume(self) -> Value | None:
+        """Run a generator frame to its next yield: the yielded value, or None at return."""
+        if self.return_value is not None:
+            return None
+        if self.started and self.yielded is None:
+            self.push(ConstantValue(None))  # the value `send` delivers to the yield
+        self.started = True
+        self.yielded = None
+        self.execute()
+        item = self.yielded
+        self.yielded = None
+        return item
+
+    def suspended_in_handler_block(self) -> bool:
+        """Whether the suspended instruction is covered by a try/with handler."""
+        entry = exception_handler(self.code, self.ip - 1)
+        if entry is None:
+            return False
+        # NOTE: 3.12+ wrap a generator's whole body in a handler that turns StopIteration
+        # into RuntimeError; it runs no user code.
+        target = self.instructions[entry.target]
+        return not (target.opname == "CALL_INTRINSIC_1" and entry.start == 0)
+
+    def execute(self) -> None:
+        """Interpret until RETURN or (in a generator) YIELD_VALUE."""
         output = self.output
         saved_tx = output.current_tx
         output.current_tx = self
         try:
             instructions = self.instructions
-            while self.return_value is None:
+            while self.return_value is None and self.yielded is None:
                 ins = instructions[self.ip]
                 self.ip += 1
                 self.current = ins
@@ -104,15 +150,26 @@ class Translator:
                         GraphBreakKind.UNSUPPORTED_OPCODE,
                         f"instruction {ins.raw_opname} is not supported",
                     )
-                fn(self, ins)
+                try:
+                    fn(self, ins)
+                except RaisedInTrace as raised:
+                    self.unwind(raised)
         except Unsupported as e:
             e.where.insert(0, self.user_frame())
             raise
         finally:
             output.current_tx = saved_tx
-        if self.generator_items is not None:
-            return IteratorValue(self.generator_items)
-        return self.return_value
+
+    def unwind(self, raised: RaisedInTrace) -> None:
+        """Continue at the handler covering the current instruction, or re-raise."""
+        entry = exception_handler(self.code, self.ip - 1)
+        if entry is None:
+            raise raised
+        del self.stack[entry.depth :]
+        if entry.lasti:
+            self.push(ConstantValue(self.instructions[self.ip - 1].offset))
+        self.push(ConstantValue(raised.exception))
+        self.ip = entry.target
 
     # -- locations -----------------------------------------------------------------------
     def lineno(self) -> int:
