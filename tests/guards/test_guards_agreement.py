@@ -27,6 +27,10 @@ import torch
 from guards import (
     AttrSource,
     BufferSource,
+    CallSource,
+    ConstSource,
+    IdMatch,
+    KeyAbsent,
     DictKeysMatch,
     EqualsMatch,
     GlobalSource,
@@ -169,6 +173,9 @@ def _check_for(rng: random.Random, value: object) -> Any:
         options.append(LengthMatch(len(value)))
     if isinstance(value, dict):
         options.append(DictKeysMatch(tuple(value.keys())))
+        options.append(KeyAbsent(rng.choice(["a", "zz", 1, 99])))
+    if rng.random() < 0.05:
+        options.append(IdMatch.of(value))
     if rng.random() < 0.03:
         options.append(rng.choice([TypeMatch(int), EqualsMatch(rng.choice(SCALARS)),
                                    LengthMatch(2)]))
@@ -180,7 +187,19 @@ def _build(rng: random.Random, L: dict[str, object]) -> GuardBuilder:
     if rng.random() < 0.3:
         b.add_global(GlobalStateMatch.current())
     symbols: dict[str, int] = {}
-    for source, value in _sources(rng, L):
+    sources = _sources(rng, L)
+    if rng.random() < 0.4:  # how some of the sources alias now (by identity)
+        groups: dict[int, list[Source]] = {}
+        for source, value in sources:
+            if value is not None and rng.random() < 0.6:
+                groups.setdefault(id(value), []).append(source)
+        b.add_aliasing(list(groups.values()))
+    if rng.random() < 0.1:  # state read through a fixed object
+        b.add(ItemSource(ConstSource.of(_SHARED), "k"), EqualsMatch(_SHARED["k"]))
+        b.add(ConstSource.of(_SHARED), KeyAbsent(rng.choice(["k", "absent"])))
+    for source, value in sources:
+        if isinstance(value, torch.Tensor) and rng.random() < 0.2:
+            b.add(CallSource(source, "storage_offset"), EqualsMatch(value.storage_offset()))
         if rng.random() < 0.8:
             b.add(source, _check_for(rng, value))
         if isinstance(value, torch.Tensor) and value.dim() and rng.random() < 0.5:
@@ -203,6 +222,10 @@ def _build(rng: random.Random, L: dict[str, object]) -> GuardBuilder:
         ])
         b.add_relation(rel)
     return b
+
+
+#: A dict read through ConstSource by some trees; never changed.
+_SHARED: dict[str, object] = {"k": 3}
 
 
 def _same_data(t: torch.Tensor) -> torch.Tensor:
@@ -321,6 +344,10 @@ def _mutate(rng: random.Random, L: dict[str, object]) -> dict[str, object]:
     holder: Any = out
     key: Any = rng.choice(list(out))
     tensors = _tensor_slots(out)
+    if len(tensors) > 1 and rng.random() < 0.15:  # one tensor now at two places (aliasing)
+        (holder, key), other = rng.sample(tensors, 2)
+        _set(holder, key, _get(*other))
+        return out
     if tensors and rng.random() < 0.5:  # NOTE: tensors carry the richest checks
         holder, key = rng.choice(tensors)
         _set(holder, key, _mutate_tensor(rng, _get(holder, key)))

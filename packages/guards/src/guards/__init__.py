@@ -20,9 +20,11 @@ with `GUARDS_NATIVE=0`, they stay generated Python.
 
 Public names:
 - sources: Source, LocalSource, GlobalSource, AttrSource, ItemSource, SizeSource,
-  StrideSource, ClosureSource, DefaultSource, ParamSource, BufferSource, SubmoduleSource
+  StrideSource, ClosureSource, DefaultSource, ParamSource, BufferSource, SubmoduleSource,
+  ConstSource (a fixed object: class, module dict, function), CallSource (`x.storage_offset()`)
 - checks: Check, TypeMatch, IdMatch, EqualsMatch, LengthMatch, DictKeysMatch, NotNone,
-  TensorMatch, GlobalStateMatch, BackendMatch
+  KeyAbsent, TensorMatch, GlobalStateMatch, BackendMatch
+- aliasing: GuardBuilder.add_aliasing (AliasCheck: which sources are one object)
 - size relations: Expr, Sym, Relation, parse_expr, parse_relation
   (bind with GuardBuilder.bind_symbol, require with GuardBuilder.add_relation)
 - trees: GuardBuilder, GuardTree, compile_guard, CompiledGuard, interpret, explain,
@@ -52,6 +54,9 @@ from guards.cache import (
     clear_all_caches as clear_all_caches,
 )
 from guards.checks import (
+    AliasCheck as AliasCheck,
+)
+from guards.checks import (
     BackendMatch as BackendMatch,
 )
 from guards.checks import (
@@ -68,6 +73,9 @@ from guards.checks import (
 )
 from guards.checks import (
     IdMatch as IdMatch,
+)
+from guards.checks import (
+    KeyAbsent as KeyAbsent,
 )
 from guards.checks import (
     LengthMatch as LengthMatch,
@@ -110,7 +118,13 @@ from guards.sources import (
     BufferSource as BufferSource,
 )
 from guards.sources import (
+    CallSource as CallSource,
+)
+from guards.sources import (
     ClosureSource as ClosureSource,
+)
+from guards.sources import (
+    ConstSource as ConstSource,
 )
 from guards.sources import (
     DefaultSource as DefaultSource,
@@ -154,14 +168,17 @@ from guards.tree import GuardTree as GuardTree
 __version__ = "0.1.0"
 
 __all__ = [
+    "AliasCheck",
     "AttrSource",
     "BackendMatch",
     "BufferSource",
     "CacheEntry",
     "CacheLimitReached",
+    "CallSource",
     "Check",
     "ClosureSource",
     "CompiledGuard",
+    "ConstSource",
     "DefaultSource",
     "DictKeysMatch",
     "EqualsMatch",
@@ -175,6 +192,7 @@ __all__ = [
     "GuardsConfig",
     "IdMatch",
     "ItemSource",
+    "KeyAbsent",
     "LengthMatch",
     "LocalSource",
     "MissReport",

@@ -46,11 +46,18 @@ class IdMatch(Check):
 
     target_id: int
     label: str = field(default="", compare=False)
+    #: The object itself, when known: kept alive so that its id cannot be reused by another
+    #: object while the guard exists, and compared with `is` by the generated code.
+    obj: object = field(default=None, compare=False, repr=False)
 
     @staticmethod
     def of(obj: object) -> IdMatch:
-        """The identity check for `obj`."""
-        return IdMatch(id(obj), _short_repr(obj))
+        """The identity check for `obj` (which it keeps alive)."""
+        return IdMatch(id(obj), _short_repr(obj), obj)
+
+    def holds_object(self) -> bool:
+        """Whether `obj` is the expected object itself (then `value is obj` is the check)."""
+        return self.obj is not None and id(self.obj) == self.target_id
 
     def describe(self, subject: str) -> str:
         return f"id({subject}) == {self.target_id}  # {self.label}"
@@ -130,6 +137,68 @@ class DictKeysMatch(Check):
 
     def describe(self, subject: str) -> str:
         return f"tuple({subject}.keys()) == {self.keys!r}"
+
+
+@dataclass(frozen=True, slots=True)
+class KeyAbsent(Check):
+    """`key not in value`: a name is not in a namespace (an instance `__dict__` without an
+    attribute that would shadow a method, a module's globals without a name that would shadow
+    a builtin, a class `__dict__` before the class that defines an inherited attribute)."""
+
+    key: Any
+
+    def __post_init__(self) -> None:
+        if not is_guardable_constant(self.key):
+            raise TypeError(f"KeyAbsent needs a constant key, got {self.key!r}")
+
+    def describe(self, subject: str) -> str:
+        return f"{self.key!r} not in {subject}"
+
+
+@dataclass(frozen=True, slots=True)
+class IdentityBind(Check):
+    """Names the object at this source `slot`, for an `AliasCheck` (always holds).
+
+    Added by `GuardBuilder.add_aliasing`.
+    """
+
+    slot: str
+
+    def describe(self, subject: str) -> str:
+        return f"{self.slot} = {subject}  # identity"
+
+
+@dataclass(frozen=True, slots=True)
+class AliasCheck(Check):
+    """How the objects bound to slots alias: within each group every slot is the same object,
+    and the objects of different groups are pairwise distinct.
+
+    Placed right after its last slot is bound. `labels` holds the source names of `groups`,
+    for messages. Added by `GuardBuilder.add_aliasing`.
+    """
+
+    groups: tuple[tuple[str, ...], ...]
+    labels: tuple[tuple[str, ...], ...] = field(default=(), compare=False)
+
+    def slots(self) -> frozenset[str]:
+        """Every slot the check reads."""
+        return frozenset(slot for group in self.groups for slot in group)
+
+    def label(self, slot: str) -> str:
+        """The source name of `slot` (the slot itself without labels)."""
+        for group, names in zip(self.groups, self.labels):
+            for member, name in zip(group, names):
+                if member == slot:
+                    return name
+        return slot
+
+    def describe(self, subject: str) -> str:
+        parts = [" is ".join(self.label(s) for s in group) for group in self.groups
+                 if len(group) > 1]
+        heads = [self.label(group[0]) for group in self.groups]
+        if len(heads) > 1:
+            parts.append("distinct objects: " + ", ".join(heads))
+        return "aliasing: " + "; ".join(parts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,12 +21,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from guards.checks import (
+    AliasCheck,
     BackendMatch,
     Check,
     DictKeysMatch,
     EqualsMatch,
     GlobalStateMatch,
+    IdentityBind,
     IdMatch,
+    KeyAbsent,
     LengthMatch,
     NotNone,
     RelationCheck,
@@ -37,7 +40,7 @@ from guards.checks import (
 from guards import config
 from guards.dispatch_keys import keyset_equals
 from guards.native.plan import NativeBatch
-from guards.sources import LocalSource
+from guards.sources import ConstSource, LocalSource
 from guards.state import current_backend
 from guards.tree import GuardNode, GuardTree
 
@@ -85,6 +88,8 @@ class Emitter:
         self.const_order: list[str] = []
         self._pending: list[str] = []
         self._locals = 0
+        #: Identity slot -> the local variable holding its object (see IdentityBind).
+        self.identities: dict[str, str] = {}
 
     def const(self, value: object, hint: str = "c") -> str:
         """The closure variable holding `value` (one per distinct object; tuples of ints,
@@ -163,7 +168,45 @@ def _type(check: TypeMatch, var: str, out: Emitter) -> None:
 
 @_emits(IdMatch)
 def _id(check: IdMatch, var: str, out: Emitter) -> None:
-    out.require(f"id({var}) == {check.target_id}")
+    if check.holds_object():
+        # NOTE: `is` on a closure constant is cheaper than calling id().
+        out.require(f"{var} is {out.const(check.obj, 'obj')}")
+    else:
+        out.require(f"id({var}) == {check.target_id}")
+
+
+@_emits(KeyAbsent)
+def _key_absent(check: KeyAbsent, var: str, out: Emitter) -> None:
+    key = check.key
+    literal = repr(key) if key is None or type(key) in (int, str, bool) else out.const(key)
+    out.require(f"{literal} not in {var}")
+
+
+@_emits(IdentityBind)
+def _identity_bind(check: IdentityBind, var: str, out: Emitter) -> None:
+    out.identities[check.slot] = var  # NOTE: no code: the accessor's local is the object
+
+
+#: Up to this many distinct objects are compared pairwise with `is not`; more go through a
+#: set of ids.
+_PAIRWISE_LIMIT = 4
+
+
+@_emits(AliasCheck)
+def _aliasing(check: AliasCheck, var: str, out: Emitter) -> None:
+    names = out.identities
+    for group in check.groups:
+        head = names[group[0]]
+        for slot in group[1:]:
+            out.require(f"{names[slot]} is {head}")
+    heads = [names[group[0]] for group in check.groups]
+    if len(heads) <= _PAIRWISE_LIMIT:
+        for i, first in enumerate(heads):
+            for second in heads[i + 1:]:
+                out.require(f"{first} is not {second}")
+    else:
+        ids = ", ".join(f"id({head})" for head in heads)
+        out.require(f"len({{{ids}}}) == {len(heads)}")
 
 
 def constant_condition(expr: str, value: object, out: Emitter) -> str:
@@ -358,6 +401,8 @@ def _emit_node(node: GuardNode, base: str, out: Emitter,
             out.require("False")  # NOTE: an absent local, as a KeyError on L would be
             return
         var = args[source.local]  # NOTE: a parameter of the positional variant
+    elif isinstance(source, ConstSource):
+        var = out.const(source.obj, "obj")  # NOTE: the object itself, no read needed
     else:
         var = out.fresh()
         out.emit(f"{var} = {source.code(base, out.const)}  # {source.name()}")
@@ -372,6 +417,7 @@ def _body(tree: GuardTree, out: Emitter, args: dict[str, str] | None) -> list[st
     out.lines = []
     out.batch = None if out.native is None else NativeBatch(out.native)
     out.subject = ""
+    out.identities = {}
     for check in tree.root_checks:
         EMITTERS[type(check)](check, "None", out)
     for node in tree.children:

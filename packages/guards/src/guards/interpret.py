@@ -8,6 +8,7 @@ on pass/fail (tests/guards/test_guards_agreement.py checks that with random tree
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from guards.checks import Check
 from guards.reasons import explain_check
@@ -38,7 +39,7 @@ def interpret(tree: GuardTree, L: dict[str, object], G: dict[str, object]) -> Gu
     A source that cannot be read (missing attribute, index out of range, any exception)
     fails the guard with `could not read <source>: <error>`; it never raises.
     """
-    env: dict[str, int] = {}
+    env: dict[str, Any] = {}
     for check in tree.root_checks:
         failure = _run_check(check, None, None, "", env)
         if failure is not None:
@@ -51,7 +52,7 @@ def interpret(tree: GuardTree, L: dict[str, object], G: dict[str, object]) -> Gu
 
 
 def _visit(node: GuardNode, base: object, G: dict[str, object],
-           env: dict[str, int]) -> GuardFailure | None:
+           env: dict[str, Any]) -> GuardFailure | None:
     source = node.source
     if isinstance(source, GlobalSource):
         base = G
@@ -72,7 +73,7 @@ def _visit(node: GuardNode, base: object, G: dict[str, object],
 
 
 def _run_check(check: Check, value: object, source: Source | None, subject: str,
-               env: dict[str, int]) -> GuardFailure | None:
+               env: dict[str, Any]) -> GuardFailure | None:
     try:
         reason = explain_check(check, value, subject, env)
     except Exception as exc:  # noqa: BLE001  # a check that raises has failed

@@ -12,12 +12,15 @@ from collections.abc import Callable
 from typing import Any
 
 from guards.checks import (
+    AliasCheck,
     BackendMatch,
     Check,
     DictKeysMatch,
     EqualsMatch,
     GlobalStateMatch,
+    IdentityBind,
     IdMatch,
+    KeyAbsent,
     LengthMatch,
     NotNone,
     RelationCheck,
@@ -31,8 +34,13 @@ from guards.checks import (
 from guards.dispatch_keys import keys_match
 from guards.state import current_backend
 
-#: (check, value, subject, symbol environment) -> None if it holds, else the message.
-Explainer = Callable[[Any, object, str, dict[str, int]], "str | None"]
+#: (check, value, subject, environment) -> None if it holds, else the message. The
+#: environment holds bound size symbols (name -> int) and identity slots (IDENTITY_PREFIX +
+#: slot -> the object).
+Explainer = Callable[[Any, object, str, dict[str, Any]], "str | None"]
+
+#: Prefix of identity slots in the interpreter's environment (apart from size symbols).
+IDENTITY_PREFIX = "@"
 EXPLAINERS: dict[type[Check], Explainer] = {}
 
 
@@ -44,13 +52,13 @@ def _explains(kind: type[Check]) -> Callable[[Explainer], Explainer]:
     return register
 
 
-def explain_check(check: Check, value: object, subject: str, env: dict[str, int]) -> str | None:
+def explain_check(check: Check, value: object, subject: str, env: dict[str, Any]) -> str | None:
     """None if `check` holds for `value`, else why not (may raise; callers catch)."""
     return EXPLAINERS[type(check)](check, value, subject, env)
 
 
 @_explains(TypeMatch)
-def _type(check: TypeMatch, value: object, subject: str, env: dict[str, int]) -> str | None:
+def _type(check: TypeMatch, value: object, subject: str, env: dict[str, Any]) -> str | None:
     if type(value) is check.cls:
         return None
     return (f"{subject} type mismatch: expected {_type_name(check.cls)}, "
@@ -58,21 +66,21 @@ def _type(check: TypeMatch, value: object, subject: str, env: dict[str, int]) ->
 
 
 @_explains(IdMatch)
-def _id(check: IdMatch, value: object, subject: str, env: dict[str, int]) -> str | None:
+def _id(check: IdMatch, value: object, subject: str, env: dict[str, Any]) -> str | None:
     if id(value) == check.target_id:
         return None
     return f"{subject} is not the expected object {check.label}: got {_short_repr(value)}"
 
 
 @_explains(EqualsMatch)
-def _equals(check: EqualsMatch, value: object, subject: str, env: dict[str, int]) -> str | None:
+def _equals(check: EqualsMatch, value: object, subject: str, env: dict[str, Any]) -> str | None:
     if constant_matches(value, check.value):
         return None
     return f"{subject} == {check.value!r} failed: got {_short_repr(value)}"
 
 
 @_explains(LengthMatch)
-def _length(check: LengthMatch, value: object, subject: str, env: dict[str, int]) -> str | None:
+def _length(check: LengthMatch, value: object, subject: str, env: dict[str, Any]) -> str | None:
     got = len(value)  # type: ignore[arg-type]  # a TypeError is a failure
     if got == check.length:
         return None
@@ -81,15 +89,52 @@ def _length(check: LengthMatch, value: object, subject: str, env: dict[str, int]
 
 @_explains(DictKeysMatch)
 def _dict_keys(check: DictKeysMatch, value: object, subject: str,
-               env: dict[str, int]) -> str | None:
+               env: dict[str, Any]) -> str | None:
     got = tuple(value.keys())  # type: ignore[attr-defined]
     if got == check.keys:
         return None
     return f"{subject} keys mismatch: expected {check.keys!r}, got {got!r}"
 
 
+@_explains(KeyAbsent)
+def _key_absent(check: KeyAbsent, value: object, subject: str,
+                env: dict[str, Any]) -> str | None:
+    if check.key not in value:  # type: ignore[operator]  # a TypeError is a failure
+        return None
+    return f"{check.key!r} is now in {subject}: got {_short_repr(value[check.key])}"  # type: ignore[index]
+
+
+@_explains(IdentityBind)
+def _identity_bind(check: IdentityBind, value: object, subject: str,
+                   env: dict[str, Any]) -> str | None:
+    env[IDENTITY_PREFIX + check.slot] = value
+    return None
+
+
+@_explains(AliasCheck)
+def _aliasing(check: AliasCheck, value: object, subject: str,
+              env: dict[str, Any]) -> str | None:
+    def obj(slot: str) -> object:
+        return env[IDENTITY_PREFIX + slot]
+
+    for group in check.groups:
+        for slot in group[1:]:
+            if obj(slot) is not obj(group[0]):
+                return (f"aliasing changed: {check.label(slot)} is no longer "
+                        f"{check.label(group[0])} (compiled for one object at both)")
+    seen: dict[int, str] = {}
+    for group in check.groups:
+        head = group[0]
+        other = seen.get(id(obj(head)))
+        if other is not None:
+            return (f"aliasing changed: {check.label(head)} is now the same object as "
+                    f"{check.label(other)} (compiled for distinct objects)")
+        seen[id(obj(head))] = head
+    return None
+
+
 @_explains(NotNone)
-def _not_none(check: NotNone, value: object, subject: str, env: dict[str, int]) -> str | None:
+def _not_none(check: NotNone, value: object, subject: str, env: dict[str, Any]) -> str | None:
     return None if value is not None else f"{subject} is not None failed: got None"
 
 
@@ -147,7 +192,7 @@ def stride_mismatch(expected: tuple[int | None, ...], sizes: tuple[int, ...],
 
 
 @_explains(TensorMatch)
-def _tensor(check: TensorMatch, value: object, subject: str, env: dict[str, int]) -> str | None:
+def _tensor(check: TensorMatch, value: object, subject: str, env: dict[str, Any]) -> str | None:
     return tensor_mismatch(check, value, subject)
 
 
@@ -157,7 +202,7 @@ def _on_off(flag: object) -> str:
 
 @_explains(GlobalStateMatch)
 def _global_state(check: GlobalStateMatch, value: object, subject: str,
-                  env: dict[str, int]) -> str | None:
+                  env: dict[str, Any]) -> str | None:
     import torch
 
     if check.grad_enabled is not None and torch.is_grad_enabled() is not check.grad_enabled:
@@ -180,7 +225,7 @@ def _global_state(check: GlobalStateMatch, value: object, subject: str,
 
 
 @_explains(BackendMatch)
-def _backend(check: BackendMatch, value: object, subject: str, env: dict[str, int]) -> str | None:
+def _backend(check: BackendMatch, value: object, subject: str, env: dict[str, Any]) -> str | None:
     active = current_backend()
     if id(active) == check.backend_id:
         return None
@@ -188,7 +233,7 @@ def _backend(check: BackendMatch, value: object, subject: str, env: dict[str, in
 
 
 @_explains(SymbolBind)
-def _bind(check: SymbolBind, value: object, subject: str, env: dict[str, int]) -> str | None:
+def _bind(check: SymbolBind, value: object, subject: str, env: dict[str, Any]) -> str | None:
     if type(value) is not int:
         return f"{subject} (symbol {check.symbol}) is not an int: got {_short_repr(value)}"
     env[check.symbol] = value
@@ -197,7 +242,7 @@ def _bind(check: SymbolBind, value: object, subject: str, env: dict[str, int]) -
 
 @_explains(RelationCheck)
 def _relation(check: RelationCheck, value: object, subject: str,
-              env: dict[str, int]) -> str | None:
+              env: dict[str, Any]) -> str | None:
     if check.relation.evaluate(env):
         return None
     values = ", ".join(f"{s} = {env[s]}" for s in sorted(check.relation.symbols()))

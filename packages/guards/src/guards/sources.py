@@ -9,7 +9,7 @@ how it renders for messages, how it fetches a value, and the Python expression t
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # NOTE: keys that are not literals (floats, enum members, ...) are bound as constants in the
 # generated code instead of being spelled with repr().
@@ -107,6 +107,50 @@ class GlobalSource(Source):
 
     def code(self, base: str, const: Callable[[object], str]) -> str:
         return f"G[{self.global_name!r}]"
+
+
+@dataclass(frozen=True, slots=True)
+class ConstSource(Source):
+    """A fixed object known when the guard was built (a class, a module's `__dict__`, a
+    function): the root of guards on state read through it, such as `ConstSource(K).scale`
+    or `ConstSource(vars(F))['gelu']`.
+
+    Compares by the object's identity and keeps the object alive. `label` names it in
+    messages (default: a short description of the object).
+    """
+
+    obj_id: int
+    obj: object = field(compare=False, repr=False, default=None)
+    label: str = field(compare=False, default="")
+
+    @staticmethod
+    def of(obj: object, label: str = "") -> ConstSource:
+        """The source standing for `obj` itself."""
+        return ConstSource(id(obj), obj, label or _describe_object(obj))
+
+    def name(self) -> str:
+        return f"<{self.label}>"
+
+    def fetch(self, base: object) -> object:
+        return self.obj
+
+    def code(self, base: str, const: Callable[[object], str]) -> str:
+        return const(self.obj)
+
+
+def _describe_object(obj: object) -> str:
+    """A short name for a ConstSource's object, for messages."""
+    import types
+
+    if isinstance(obj, types.MappingProxyType):
+        owner = obj.get("__qualname__")
+        return f"vars({owner})" if isinstance(owner, str) else "mappingproxy"
+    if isinstance(obj, dict) and isinstance(obj.get("__name__"), str):
+        return f"vars({obj['__name__']})"
+    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    if isinstance(name, str):
+        return name
+    return f"{type(obj).__qualname__} object at {id(obj):#x}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,3 +335,27 @@ class SubmoduleSource(_ChainedSource):
 
     def code(self, base: str, const: Callable[[object], str]) -> str:
         return f"{base}._modules[{self.child!r}]"
+
+
+@dataclass(frozen=True, slots=True)
+class CallSource(_ChainedSource):
+    """The result of calling a method without arguments, for facts of tensors that are not
+    attributes: `L['x'].storage_offset()`, `L['x']._is_view()`.
+
+    Only for methods that read state and change nothing (the guard calls it on every check).
+    """
+
+    method: str
+
+    def __post_init__(self) -> None:
+        if not self.method.isidentifier():
+            raise ValueError(f"CallSource needs a method name, got {self.method!r}")
+
+    def name(self) -> str:
+        return f"{self.source.name()}.{self.method}()"
+
+    def fetch(self, base: object) -> object:
+        return getattr(base, self.method)()
+
+    def code(self, base: str, const: Callable[[object], str]) -> str:
+        return f"{base}.{self.method}()"

@@ -3,14 +3,24 @@
 In: (Source, Check) pairs, symbol bindings and relations, added through `GuardBuilder`.
 Out: a frozen `GuardTree` whose evaluation order (root checks, then per node: its checks,
 then its children, depth first in insertion order) is the same for the interpreter and
-the generated code. Relations are placed right after the binding of their last symbol.
+the generated code. Relations are placed right after the binding of their last symbol, and
+aliasing checks right after the binding of their last object.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from guards.checks import BackendMatch, Check, GlobalStateMatch, RelationCheck, SymbolBind
+from guards.checks import (
+    AliasCheck,
+    BackendMatch,
+    Check,
+    GlobalStateMatch,
+    IdentityBind,
+    RelationCheck,
+    SymbolBind,
+)
 from guards.exprs import Relation
 from guards.sources import Source
 
@@ -104,6 +114,8 @@ class GuardBuilder:
         self._roots: dict[Source, _Building] = {}
         self._symbols: dict[str, Source] = {}
         self._relations: dict[Relation, None] = {}
+        self._slots: dict[Source, str] = {}
+        self._aliasing: dict[AliasCheck, None] = {}
 
     def _node(self, source: Source) -> _Building:
         level = self._roots
@@ -123,6 +135,8 @@ class GuardBuilder:
             raise TypeError(f"{type(check).__name__} hangs off the root: use add_global")
         if isinstance(check, (SymbolBind, RelationCheck)):
             raise TypeError("use bind_symbol / add_relation for symbols and relations")
+        if isinstance(check, (IdentityBind, AliasCheck)):
+            raise TypeError("use add_aliasing for identity relations")
         self._node(source).checks[check] = None
         return self
 
@@ -151,6 +165,29 @@ class GuardBuilder:
         self._relations[relation] = None
         return self
 
+    def add_aliasing(self, groups: Sequence[Sequence[Source]]) -> GuardBuilder:
+        """Require that the sources in each group hold one same object, and that the
+        objects of different groups are pairwise distinct (`L['a'] is L['b']`,
+        `L['a'] is not L['c']`). Groups of one source only take part in distinctness."""
+        slot_groups: list[tuple[str, ...]] = []
+        labels: list[tuple[str, ...]] = []
+        for group in groups:
+            if not group:
+                continue
+            slots = []
+            for source in group:
+                slot = self._slots.get(source)
+                if slot is None:
+                    slot = f"o{len(self._slots)}"
+                    self._slots[source] = slot
+                    self._node(source).checks[IdentityBind(slot)] = None
+                slots.append(slot)
+            slot_groups.append(tuple(slots))
+            labels.append(tuple(source.name() for source in group))
+        if sum(len(group) for group in slot_groups) > 1:
+            self._aliasing[AliasCheck(tuple(slot_groups), tuple(labels))] = None
+        return self
+
     def build(self) -> GuardTree:
         """The frozen tree. Raises ValueError if a relation mentions an unbound symbol."""
         unbound = {s for r in self._relations for s in r.symbols()} - set(self._symbols)
@@ -162,8 +199,11 @@ class GuardBuilder:
         root_checks.extend(RelationCheck(r) for r in pending if not r.symbols())
         pending = [r for r in pending if r.symbols()]
 
+        aliasing = list(self._aliasing)
+        bound_slots: set[str] = set()
+
         def freeze(node: _Building) -> GuardNode:
-            nonlocal pending
+            nonlocal pending, aliasing
             checks: list[Check] = []
             for check in node.checks:
                 checks.append(check)
@@ -172,9 +212,15 @@ class GuardBuilder:
                     ready = [r for r in pending if r.symbols() <= bound]
                     checks.extend(RelationCheck(r) for r in ready)
                     pending = [r for r in pending if r not in ready]
+                elif isinstance(check, IdentityBind):
+                    bound_slots.add(check.slot)
+                    done = [a for a in aliasing if a.slots() <= bound_slots]
+                    checks.extend(done)
+                    aliasing = [a for a in aliasing if a not in done]
             children = tuple(freeze(child) for child in node.children.values())
             return GuardNode(node.source, tuple(checks), children)
 
         children = tuple(freeze(node) for node in self._roots.values())
         assert not pending, pending
+        assert not aliasing, aliasing
         return GuardTree(tuple(root_checks), children, tuple(self._symbols.items()))
