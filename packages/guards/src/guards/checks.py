@@ -83,14 +83,17 @@ def is_guardable_constant(value: object) -> bool:
 def constant_matches(value: object, expected: object) -> bool:
     """The meaning of EqualsMatch: same exact type and equal value.
 
-    NaN matches NaN; `True` does not match `1`; tuples match elementwise; dtypes and enum
-    members match by identity.
+    NaN matches NaN; `-0.0` does not match `0.0`; `True` does not match `1`; tuples match
+    elementwise; dtypes and enum members match by identity.
     """
     if expected is None or type(expected) is bool:
         return value is expected
     if type(expected) is float:
         if math.isnan(expected):
             return type(value) is float and value != value  # noqa: PLR0124  # NaN test
+        if expected == 0.0:  # 0.0 == -0.0, but they are different constants
+            return (type(value) is float and value == 0.0
+                    and math.copysign(1.0, value) == math.copysign(1.0, expected))
         return type(value) is float and value == expected
     if type(expected) in (int, str):
         return type(value) is type(expected) and value == expected

@@ -216,6 +216,10 @@ def constant_condition(expr: str, value: object, out: Emitter) -> str:
     if type(value) is float:
         if math.isnan(value):
             return f"(type({expr}) is float and {expr} != {expr})"
+        if value == 0.0:  # 0.0 == -0.0: the sign tells them apart
+            sign = out.const(math.copysign, "copysign")
+            return (f"(type({expr}) is float and {expr} == 0.0 and "
+                    f"{sign}(1.0, {expr}) == {math.copysign(1.0, value)!r})")
         literal = repr(value) if math.isfinite(value) else out.const(value)
         return f"(type({expr}) is float and {expr} == {literal})"
     if type(value) in (int, str):
