@@ -96,6 +96,24 @@ def test_wrong_arguments_of_a_bound_method():
         torch.testing.assert_close(compiled(torch.ones(2)), s.apply(torch.ones(2)))
 
 
+def calls_helper_wrongly(x):
+    return one_arg(x, x)  # the user's mistake, one call deeper
+
+
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_wrong_arguments_of_a_module_and_of_a_nested_call(fullgraph):
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(3, 4)
+    compiled = compiler.compile(lin, backend="eager", fullgraph=fullgraph)
+    nested = compiler.compile(calls_helper_wrongly, backend="eager", fullgraph=fullgraph)
+    x = torch.randn(2, 3)
+    for _ in range(2):
+        got, expected = _raised(compiled, x, 5), _raised(lin, x, 5)
+        assert type(got) is TypeError and str(got) == str(expected)
+        torch.testing.assert_close(compiled(x), lin(x))
+        assert_same_error(_raised(nested, x), _raised(calls_helper_wrongly, x))
+
+
 # -- the user's own errors ---------------------------------------------------------------
 
 

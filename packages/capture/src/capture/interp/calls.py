@@ -154,7 +154,7 @@ def bind_arguments(
         index += 1
     elif extra:
         raise unsupported(
-            GraphBreakKind.UNSUPPORTED_CALL,
+            GraphBreakKind.EXCEPTION,
             f"{name}() takes {nargs} positional arguments but {len(args)} were given",
         )
     varkw: dict[object, tuple[Value, Value]] = {}
@@ -163,14 +163,14 @@ def bind_arguments(
         if key in kwonly or (key in positional and positional.index(key) >= nposonly):
             if key in bound:
                 raise unsupported(
-                    GraphBreakKind.UNSUPPORTED_CALL, f"{name}() got multiple values for {key!r}"
+                    GraphBreakKind.EXCEPTION, f"{name}() got multiple values for {key!r}"
                 )
             bound[key] = value
         elif has_varkw:
             varkw[key] = (ConstantValue(key), value)
         else:
             raise unsupported(
-                GraphBreakKind.UNSUPPORTED_CALL, f"{name}() got an unexpected keyword {key!r}"
+                GraphBreakKind.EXCEPTION, f"{name}() got an unexpected keyword {key!r}"
             )
     first_default = nargs - len(defaults)
     for i, pname in enumerate(positional):
@@ -179,7 +179,7 @@ def bind_arguments(
                 bound[pname] = defaults[i - first_default]
             else:
                 raise unsupported(
-                    GraphBreakKind.UNSUPPORTED_CALL, f"{name}() missing argument {pname!r}"
+                    GraphBreakKind.EXCEPTION, f"{name}() missing argument {pname!r}"
                 )
     for pname in kwonly:
         if pname not in bound:
@@ -187,7 +187,7 @@ def bind_arguments(
                 bound[pname] = kwdefaults[pname]
             else:
                 raise unsupported(
-                    GraphBreakKind.UNSUPPORTED_CALL, f"{name}() missing keyword {pname!r}"
+                    GraphBreakKind.EXCEPTION, f"{name}() missing keyword {pname!r}"
                 )
     if has_varkw:
         bound[names[index]] = DictValue(varkw)
