@@ -115,9 +115,8 @@ def same(c: Any, e: Any, where: str, pairs: _Pairs, shared_ok: bool = True) -> N
         torch.testing.assert_close(c, e, equal_nan=True, msg=lambda m: f"{where}: {m}")
         assert c.requires_grad == e.requires_grad, f"{where}: requires_grad differs"
         return
-    if isinstance(e, (list, dict, set)) or hasattr(e, "__dict__"):
-        if pairs.seen(c, e, where):
-            return
+    if (isinstance(e, (list, dict, set)) or hasattr(e, "__dict__")) and pairs.seen(c, e, where):
+        return
     if isinstance(e, (list, tuple)):
         assert len(c) == len(e), f"{where}: length {len(c)} != {len(e)} ({c!r} vs {e!r})"
         for i, (a, b) in enumerate(zip(c, e)):

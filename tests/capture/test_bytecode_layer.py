@@ -10,9 +10,8 @@ import pathlib
 import subprocess
 import sys
 
-import pytest
-
 import capture  # noqa: F401  # the normal package (with torch)
+import pytest
 from capture.bytecode import versions
 from capture.bytecode.instructions import decode
 from capture.interp import load_handlers

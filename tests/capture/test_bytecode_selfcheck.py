@@ -19,7 +19,6 @@ def _stub_package(src: str) -> None:
 
 def run() -> None:
     from bytecode import Instr
-
     from capture.bytecode import versions
     from capture.bytecode.instructions import decode
 

@@ -12,7 +12,7 @@ import capture
 import guards
 import pytest
 import torch
-from _differential import CountingBackend, assert_same, config_patch, t
+from _differential import CountingBackend, assert_same, t
 from torch import nn
 
 

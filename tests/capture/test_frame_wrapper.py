@@ -7,11 +7,10 @@ from __future__ import annotations
 import logging
 import warnings
 
-import pytest
-import torch
-
 import capture
 import guards
+import pytest
+import torch
 from capture.frame import make_binder
 
 
@@ -72,11 +71,11 @@ def test_cache_size_limit_warns_once_then_runs_eagerly() -> None:
         return x + 1
 
     fast = capture.optimize(f, backend=backend, fullgraph=True)
-    with guards.config.patch(cache_size_limit=2), capture.config.patch(log_recompiles=False):
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            for n in range(1, 6):
-                torch.testing.assert_close(fast(torch.ones(n)), torch.ones(n) + 1)
+    with (guards.config.patch(cache_size_limit=2), capture.config.patch(log_recompiles=False),
+          warnings.catch_warnings(record=True) as caught):
+        warnings.simplefilter("always")
+        for n in range(1, 6):
+            torch.testing.assert_close(fast(torch.ones(n)), torch.ones(n) + 1)
     assert len(graphs) == 2
     assert sum("cache_size_limit" in str(w.message) for w in caught) == 1
 
@@ -121,9 +120,9 @@ def test_backend_error_is_named_and_can_be_suppressed(caplog: pytest.LogCaptureF
 
     with pytest.raises(capture.BackendCompilerFailed, match="broken.*boom"):
         capture.optimize(f, backend=broken)(torch.ones(2))
-    with capture.config.patch(suppress_errors=True):
-        with caplog.at_level(logging.WARNING, logger="capture"):
-            out = capture.optimize(f, backend=broken)(torch.ones(2))
+    with (capture.config.patch(suppress_errors=True),
+          caplog.at_level(logging.WARNING, logger="capture")):
+        out = capture.optimize(f, backend=broken)(torch.ones(2))
     assert "boom" in caplog.text and "broken'" in caplog.text
     torch.testing.assert_close(out, torch.ones(2).cos())
 

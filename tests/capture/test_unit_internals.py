@@ -8,7 +8,14 @@ import collections
 import dataclasses
 import types
 
+import capture
 import torch
+from capture import node_meta, policy
+from capture.bytecode import codegen, versions
+from capture.graph_break import GraphBreakKind, Unsupported, UserFrame
+from capture.output_graph import GuardKind, OutputGraph
+from capture.values import ConstantValue, DictValue, ListValue, ModuleValue, TensorValue
+from capture.values.wrap import wrap
 from guards.sources import (
     AttrSource,
     BufferSource,
@@ -18,14 +25,6 @@ from guards.sources import (
     ParamSource,
     SubmoduleSource,
 )
-
-import capture
-from capture import node_meta, policy
-from capture.bytecode import codegen, versions
-from capture.graph_break import GraphBreakKind, Unsupported, UserFrame
-from capture.output_graph import GuardKind, OutputGraph
-from capture.values import ConstantValue, DictValue, ListValue, ModuleValue, TensorValue
-from capture.values.wrap import wrap
 
 
 def test_policy_decisions() -> None:

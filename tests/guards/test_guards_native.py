@@ -38,8 +38,8 @@ from guards import (
     TensorMatch,
     backend_scope,
     compile_guard,
-    interpret,
     config,
+    interpret,
 )
 from guards.config import NATIVE_BACKGROUND, NATIVE_SYNC
 from guards.native import build, load_native, native_status

@@ -14,7 +14,7 @@ import torch
 from inductor.decompositions import decomposition_table
 from inductor.pipeline import compile_aten
 
-_LIB = torch.library.Library("inductor_test_layout", "DEF")  # noqa: TID251 - test-only ops
+_LIB = torch.library.Library("inductor_test_layout", "DEF")
 _LIB.define("col_major(Tensor x) -> Tensor")
 _LIB.define("grow(Tensor x) -> Tensor")
 

@@ -60,7 +60,7 @@ def test_fold_divisor_matches_the_arithmetic() -> None:
     xh, xj = sympy.symbols("xh xj", integer=True)
     expr = 8192 * FloorDiv(x + 128, 64) + ModIndex(x + 128, 64) + x
     folded = fold_divisor(expr, x, 64)
-    for value in range(0, 256):
+    for value in range(256):
         h, j = divmod(value, 64)
         want = 8192 * ((value + 128) // 64) + (value + 128) % 64 + value
         assert folded.subs({xh: h, xj: j, x: value}) == want

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sys
 
-import torch
 import zoo
 from torch.profiler import ProfilerActivity, profile
 

@@ -6,7 +6,6 @@ import sys
 import time
 from typing import Any
 
-import torch
 import zoo
 
 

@@ -11,7 +11,6 @@ import sys
 import time
 from typing import Any
 
-import torch
 import zoo
 
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from types import CodeType
 from typing import Generic, TypeVar
 
-from guards.codegen import CompiledGuard, GuardFn, compile_guard
 from guards import config
+from guards.codegen import CompiledGuard, GuardFn, compile_guard
 from guards.interpret import explain
 from guards.tree import GuardTree
 

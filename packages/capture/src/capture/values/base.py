@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from capture.graph_break import GraphBreakKind, unsupported
 from guards.sources import Source
+
+from capture.graph_break import GraphBreakKind, unsupported
 
 if TYPE_CHECKING:
     from capture.bytecode.codegen import CodeBuilder

@@ -8,8 +8,9 @@ from __future__ import annotations
 import types
 from typing import TYPE_CHECKING
 
-from capture.graph_break import GraphBreakKind, unsupported
 from guards.sources import Source
+
+from capture.graph_break import GraphBreakKind, unsupported
 from capture.values.base import Value
 
 if TYPE_CHECKING:

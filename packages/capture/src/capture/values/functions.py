@@ -6,8 +6,9 @@ from __future__ import annotations
 import types
 from typing import TYPE_CHECKING
 
-from capture.graph_break import GraphBreakKind, unsupported
 from guards.sources import Source
+
+from capture.graph_break import GraphBreakKind, unsupported
 from capture.values.base import Value
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ class CellValue(Value):
 class FunctionValue(Value):
     """A Python function created while tracing (lambda, nested def, comprehension)."""
 
-    __slots__ = ("code", "globals", "name", "defaults", "kwdefaults", "closure", "qualname")
+    __slots__ = ("closure", "code", "defaults", "globals", "kwdefaults", "name", "qualname")
 
     def __init__(
         self,
@@ -70,7 +71,7 @@ class FunctionValue(Value):
 class MethodValue(Value):
     """`func` bound to `self_value` (a method of a user object, module or class)."""
 
-    __slots__ = ("self_value", "func")
+    __slots__ = ("func", "self_value")
 
     def __init__(self, self_value: Value, func: Value, source: Source | None = None) -> None:
         super().__init__(source)
@@ -87,7 +88,7 @@ class MethodValue(Value):
 class PartialValue(Value):
     """`functools.partial(func, *args, **kwargs)` created or read during tracing."""
 
-    __slots__ = ("func", "args", "kwargs")
+    __slots__ = ("args", "func", "kwargs")
 
     def __init__(
         self,

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import torch
+from guards.sources import Source
 
 from capture.graph_break import GraphBreakKind, unsupported
-from guards.sources import Source
 from capture.values.base import Value
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ class ObjectValue(Value):
     subclasses such as transformers' ModelOutput) dict items in `dict_items`.
     """
 
-    __slots__ = ("obj", "cls", "attrs", "dict_items", "init_args")
+    __slots__ = ("attrs", "cls", "dict_items", "init_args", "obj")
 
     def __init__(
         self,
@@ -104,7 +104,7 @@ class ContextValue(Value):
     `state` holds what `__enter__` saved for `__exit__`.
     """
 
-    __slots__ = ("kind", "args", "state")
+    __slots__ = ("args", "kind", "state")
 
     def __init__(self, kind: str, args: tuple[object, ...]) -> None:
         super().__init__(None)

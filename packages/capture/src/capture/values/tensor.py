@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING
 
 import torch
 import torch.fx
-
 from guards.sources import Source
+
 from capture.values.base import Value
 
 if TYPE_CHECKING:
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 class TensorValue(Value):
     """A tensor in the graph: `node` is its FX node, `fake` its FakeTensor."""
 
-    __slots__ = ("node", "fake", "cls")
+    __slots__ = ("cls", "fake", "node")
 
     def __init__(
         self,
