@@ -30,6 +30,7 @@ from capture.bytecode import codegen, versions
 from capture.bytecode.instructions import format_code
 from capture.graph_break import BackendCompilerFailed, GraphBreakKind, Unsupported
 from capture.guard_builder import build_tree
+from capture.interp.lookup_guards import defaults_changed, guard_own_defaults
 from capture.output_graph import OutputGraph
 from capture.values import CellValue, Value
 from capture.values.wrap import wrap
@@ -229,6 +230,10 @@ class CompiledFunction:
     # -- misses ----------------------------------------------------------------------------
     def _miss(self, args: tuple[Any, ...], kwargs: dict[str, Any], L: dict[str, object]) -> Any:
         G = self.f_globals
+        if defaults_changed(self._binder, self.fn):
+            # NOTE: `fn.__defaults__ = ...` since the binder was made (guarded, so we are here)
+            self._binder = make_binder(self.fn)
+            L = self._binder(*args, **kwargs)
         cache = self.cache
         if len(cache):
             hit = cache.lookup(L, G)
@@ -357,6 +362,7 @@ def _trace_and_codegen(
 
     load_handlers()
     code = cf.code
+    guard_own_defaults(output, cf.fn)
     f_locals: dict[str, Value] = {}
     cells: dict[str, CellValue] = {}
     for name, value in L.items():

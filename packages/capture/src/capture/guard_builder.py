@@ -6,14 +6,16 @@ from collections.abc import Iterable
 
 import guards
 from guards.checks import is_guardable_constant
+from guards.sources import Source
 
-from capture.output_graph import GuardKind, GuardRecord
+from capture.output_graph import GuardKind, GuardRecord, Identity
 
 
 def build_tree(records: Iterable[GuardRecord], global_state: guards.GlobalStateMatch) -> guards.GuardTree:
     """The guard tree for `records` plus the global-state check taken before tracing."""
     builder = guards.GuardBuilder()
     builder.add_global(global_state)
+    identities: list[Identity] = []
     for record in records:
         kind = record.kind
         expected = record.expected
@@ -32,4 +34,25 @@ def build_tree(records: Iterable[GuardRecord], global_state: guards.GlobalStateM
             builder.add(record.source, guards.LengthMatch(expected))
         elif kind is GuardKind.DICT_KEYS:
             builder.add(record.source, guards.DictKeysMatch(tuple(expected)))
+        elif kind is GuardKind.KEY_ABSENT:
+            builder.add(record.source, guards.KeyAbsent(expected))
+        elif kind is GuardKind.IDENTITY:
+            identities.append(expected)
+    _add_aliasing(builder, identities)
     return builder.build()
+
+
+def _add_aliasing(builder: guards.GuardBuilder, identities: list[Identity]) -> None:
+    """Guard how the traced objects alias: the sources of one object stay one object, and
+    the objects of one group (tensors that could be one object, objects of one type) stay
+    distinct objects."""
+    groups: dict[object, list[list[Source]]] = {}
+    for identity in identities:
+        if identity.group is None:
+            if len(identity.sources) > 1:
+                builder.add_aliasing([identity.sources])
+            continue
+        groups.setdefault(identity.group, []).append(identity.sources)
+    for members in groups.values():
+        if len(members) > 1 or len(members[0]) > 1:
+            builder.add_aliasing(members)

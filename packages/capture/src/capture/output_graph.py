@@ -36,6 +36,23 @@ class GuardKind(enum.Enum):
     TYPE_MATCH = "type_match"
     LEN = "len"
     DICT_KEYS = "dict_keys"
+    KEY_ABSENT = "key_absent"
+    IDENTITY = "identity"
+
+
+@dataclass(slots=True)
+class Identity:
+    """One real object the trace holds as a single value: every source it was reached
+    through (the first is the value's own), and `group`, the key of the objects it must stay
+    distinct from (None: only the sources' sameness is guarded, e.g. for id-matched modules).
+
+    Guarded by `guard_builder` as aliasing: the sources stay one object, and objects of one
+    group stay distinct, so an entry never serves another aliasing pattern (`f(x, x)` vs
+    `f(x, y)`).
+    """
+
+    sources: list[Source]
+    group: object
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +80,8 @@ class OutputGraph:
         self.side_effects = SideEffects()
         # Values already built for real objects (by id), so aliasing is preserved.
         self.wrapped: dict[int, Value] = {}
+        # The first source of each object whose identity is guarded (see note_identity).
+        self.identity_sources: dict[int, Source] = {}
         self.keepalive: list[object] = []
         # Sources of modules reached through a module made while tracing (Sequential slices).
         self.known_sources: dict[int, Source] = {}
@@ -75,13 +94,32 @@ class OutputGraph:
         if key not in self.guards:
             self.guards[key] = GuardRecord(source, kind, expected)
 
+    def note_identity(self, obj: object, source: Source, group: object) -> None:
+        """`obj` (held by the trace as one value) was reached through `source`.
+
+        The first call for an object names its own source; each later one with another
+        source records that the two sources are one object (and is guarded so).
+        """
+        first = self.identity_sources.get(id(obj))
+        if first is None:
+            self.identity_sources[id(obj)] = source
+            self.guards[(source, GuardKind.IDENTITY)] = GuardRecord(
+                source, GuardKind.IDENTITY, Identity([source], group))
+            self.keepalive.append(obj)
+            return
+        identity: Identity = self.guards[(first, GuardKind.IDENTITY)].expected
+        if source not in identity.sources:
+            identity.sources.append(source)
+
     # -- inputs ------------------------------------------------------------------------
     def add_input(self, tensor: torch.Tensor, source: Source) -> TensorValue:
         """A placeholder for the real tensor at `source` (deduplicated by identity)."""
         existing = self.input_by_id.get(id(tensor))
         if existing is not None:
+            self.note_identity(tensor, source, tensor_group(tensor))
             return existing
         self.add_guard(source, GuardKind.TENSOR_MATCH, tensor)
+        self.note_identity(tensor, source, tensor_group(tensor))
         name = _placeholder_name(source)
         first = self._first_non_placeholder()
         if first is None:
@@ -129,6 +167,13 @@ class OutputGraph:
 
     def remove_node(self, node: torch.fx.Node) -> None:
         self.graph.erase_node(node)
+
+
+def tensor_group(tensor: torch.Tensor) -> object:
+    """Tensors with equal class, dtype, device, layout, requires_grad and shape could be
+    one object; tensors that differ in one of them cannot both pass their TensorMatch."""
+    return ("tensor", type(tensor), tensor.dtype, tensor.device, tensor.layout,
+            bool(tensor.requires_grad), tuple(tensor.shape))
 
 
 def _placeholder_name(source: Source) -> str:

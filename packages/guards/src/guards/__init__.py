@@ -35,6 +35,7 @@ Public names:
 - config: the `config` module (`config.options`, `config.patch`), GuardsConfig
 """
 
+from guards import config as config
 from guards.cache import (
     CacheEntry as CacheEntry,
 )
@@ -91,7 +92,6 @@ from guards.checks import (
 )
 from guards.codegen import CompiledGuard as CompiledGuard
 from guards.codegen import compile_guard as compile_guard
-from guards import config as config
 from guards.config import GuardsConfig as GuardsConfig
 from guards.exprs import (
     Expr as Expr,
@@ -211,8 +211,8 @@ __all__ = [
     "cache_for",
     "clear_all_caches",
     "compile_guard",
-    "explain",
     "config",
+    "explain",
     "interpret",
     "parse_expr",
     "parse_relation",

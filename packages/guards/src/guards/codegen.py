@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from guards import config
 from guards.checks import (
     AliasCheck,
     BackendMatch,
@@ -37,7 +38,6 @@ from guards.checks import (
     TensorMatch,
     TypeMatch,
 )
-from guards import config
 from guards.dispatch_keys import keyset_equals
 from guards.native.plan import NativeBatch
 from guards.sources import ConstSource, LocalSource

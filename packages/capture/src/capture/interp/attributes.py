@@ -11,10 +11,19 @@ import types
 from typing import TYPE_CHECKING
 
 import torch
-from guards.sources import AttrSource, BufferSource, ParamSource, SubmoduleSource
+from guards.sources import (
+    AttrSource,
+    BufferSource,
+    ConstSource,
+    ParamSource,
+    Source,
+    SubmoduleSource,
+)
 
 from capture import torch_ops
 from capture.graph_break import GraphBreakKind, unsupported
+from capture.interp import lookup_guards, tensor_facts
+from capture.output_graph import GuardKind
 from capture.values import (
     ConstantValue,
     DictValue,
@@ -52,13 +61,16 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
 def _get_attr(tx: Translator, value: Value, name: str) -> Value:
     output = tx.output
     if isinstance(value, TensorValue):
-        attr = torch_ops.tensor_attribute(tx, value, name)
+        attr = tensor_facts.tensor_fact_attribute(tx, value, name)
+        if attr is None:
+            attr = torch_ops.tensor_attribute(tx, value, name)
         if attr is not None:
             return attr
         func = inspect.getattr_static(torch.Tensor, name, None)
         if func is None:
             raise AttrMissing(name)
-        if isinstance(func, property):
+        if isinstance(func, (property, types.GetSetDescriptorType, types.MemberDescriptorType)):
+            # NOTE: a data attribute (not a method): read in the graph.
             return torch_ops.call_torch(tx, getattr, [value, ConstantValue(name)], {})
         return MethodValue(value, ConstantValue(getattr(torch.Tensor, name)))
     if isinstance(value, ModuleValue):
@@ -75,14 +87,26 @@ def _get_attr(tx: Translator, value: Value, name: str) -> Value:
             result = getattr(obj, name)
         except AttributeError:
             raise AttrMissing(name) from None
+        base = value.source if value.source is not None else lookup_guards.const_source(obj)
         if isinstance(obj, types.ModuleType):
-            source = AttrSource(value.source, name) if value.source is not None else None
-            if isinstance(result, torch.Tensor) or isinstance(result, (list, dict)):
+            # NOTE: every attribute read from a module is guarded, library modules included
+            # (`F.gelu = ...`, `torch.nn.functional.relu = ...` must recompile).
+            source = AttrSource(base, name) if base is not None else None
+            if isinstance(result, (torch.Tensor, list, dict)) or is_stable_kind(result):
                 return wrap(output, result, source)
-            if is_stable_kind(result) and not is_library_module(obj.__name__):
-                # `config.FLAG`, `helpers.fn`: guarded, so rebinding them recompiles.
-                return wrap(output, result, source)
+            if not is_library_module(obj.__name__):
+                return wrap(output, result, source)  # `helpers.cfg`: read through its source
+            if source is not None:
+                output.add_guard(source, GuardKind.ID_MATCH, result)
             return wrap(output, result, None)
+        if isinstance(obj, type):
+            static = inspect.getattr_static(obj, name, None)
+            if not (callable(static) or hasattr(type(static), "__get__")):
+                # `K.count`, `K.registry`: class-level state is guarded (read) and reloaded
+                # through the class (mutated), like any attribute of an object.
+                assert base is not None
+                return wrap(output, result, AttrSource(base, name))
+            lookup_guards.guard_class_lookup(tx, obj, name)
         if isinstance(obj, type) and isinstance(inspect.getattr_static(obj, name, None), (types.FunctionType,)):
             return ConstantValue(result)
         if isinstance(result, (types.BuiltinMethodType, types.MethodType)) and not isinstance(obj, type):
@@ -134,13 +158,13 @@ def _class_attr(tx: Translator, owner: Value, cls: type, name: str) -> Value | N
     """Look `name` up on the class: methods bind to `owner`, properties run their getter."""
     from capture.interp.calls import call_value
 
-    static = None
-    for klass in cls.__mro__:
-        if name in klass.__dict__:
-            static = klass.__dict__[name]
-            break
-    else:
+    static = lookup_guards.guard_class_lookup(tx, cls, name)
+    if static is lookup_guards.MISSING:
         return None
+    if not lookup_guards.is_data_descriptor(static):
+        real, src = _real_object(owner)
+        if real is not None:
+            lookup_guards.guard_not_shadowed(tx, real, src, name)
     if isinstance(static, (types.FunctionType, types.MethodDescriptorType, types.WrapperDescriptorType)):
         return MethodValue(owner, ConstantValue(static))
     if isinstance(static, staticmethod):
@@ -150,6 +174,16 @@ def _class_attr(tx: Translator, owner: Value, cls: type, name: str) -> Value | N
     if isinstance(static, property) and static.fget is not None:
         return call_value(tx, ConstantValue(static.fget), [owner], {})
     return None
+
+
+def _real_object(owner: Value) -> tuple[object | None, Source | None]:
+    """The existing object behind `owner` and its source (None for values made while
+    tracing, whose attributes live in the value)."""
+    if isinstance(owner, ModuleValue):
+        return (owner.module, owner.source) if owner.source is not None else (None, None)
+    if isinstance(owner, ObjectValue) and owner.obj is not None:
+        return owner.obj, owner.source
+    return None, None
 
 
 def _module_attr(tx: Translator, mv: ModuleValue, name: str) -> Value:
@@ -240,7 +274,7 @@ def _object_attr(tx: Translator, ov: ObjectValue, name: str) -> Value:
     if pending is not None:
         return pending
     obj = ov.obj
-    src = ov.source
+    src = ov.source if ov.source is not None else ConstSource.of(obj)
     instance_dict = getattr(obj, "__dict__", None)
     if isinstance(instance_dict, dict) and name in instance_dict:
         return wrap(output, instance_dict[name], AttrSource(src, name) if src else None)
@@ -266,6 +300,7 @@ def _super_attr(tx: Translator, sv: SuperValue, name: str) -> Value:
         obj_type = sv.obj.value
     mro = obj_type.__mro__
     start = mro.index(sv.cls) + 1 if sv.cls in mro else 0
+    lookup_guards.guard_class_lookup(tx, obj_type, name, start)
     for klass in mro[start:]:
         if name in klass.__dict__:
             static = klass.__dict__[name]

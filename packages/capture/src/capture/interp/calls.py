@@ -11,7 +11,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 import torch
-from guards.sources import AttrSource, ClosureSource, DefaultSource, ItemSource
+from guards.sources import AttrSource, ClosureSource, ConstSource, DefaultSource, ItemSource
 
 from capture import policy, torch_ops
 from capture.graph_break import GraphBreakKind, unsupported
@@ -220,6 +220,10 @@ def inline_function(
         f_globals = fn.__globals__
         name = fn.__name__
         src = fn_value.source if fn_value is not None else None
+        if src is None:
+            # NOTE: the function is fixed for the entry (how it was reached is guarded):
+            # its defaults and closure cells are guarded through the function itself.
+            src = ConstSource.of(fn)
         defaults = tuple(
             wrap(output, d, DefaultSource(src, i) if src is not None else None)
             for i, d in enumerate(fn.__defaults__ or ())
@@ -278,22 +282,18 @@ def call_module(
         raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, "module backward hooks")
     if module._forward_pre_hooks_with_kwargs or module._forward_hooks_with_kwargs:
         raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, "module hooks with kwargs")
-    gm = torch.nn.modules.module
-    if gm._global_forward_hooks or gm._global_forward_pre_hooks:
-        raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, "global module hooks")
+    from capture.interp.lookup_guards import guard_no_global_module_hooks
+
+    guard_no_global_module_hooks(tx)
     from capture.interp.attributes import get_attr
 
     if mv.source is not None:
         from capture.output_graph import GuardKind
 
-        tx.output.add_guard(
-            AttrSource(mv.source, "_forward_hooks"), GuardKind.LEN, len(module._forward_hooks)
-        )
-        tx.output.add_guard(
-            AttrSource(mv.source, "_forward_pre_hooks"),
-            GuardKind.LEN,
-            len(module._forward_pre_hooks),
-        )
+        for table in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
+                      "_backward_pre_hooks"):
+            hooks = getattr(module, table)
+            tx.output.add_guard(AttrSource(mv.source, table), GuardKind.LEN, len(hooks))
     def hook_value(table: str, key: int, hook: object) -> Value:
         src = ItemSource(AttrSource(mv.source, table), key) if mv.source is not None else None
         return wrap(tx.output, hook, src)

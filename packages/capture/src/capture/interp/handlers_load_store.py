@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from guards.sources import GlobalSource, ItemSource, Source
+from guards.sources import ConstSource, GlobalSource, ItemSource, Source
 
 from capture.bytecode import versions
 from capture.bytecode.instructions import Instruction
@@ -12,8 +12,9 @@ from capture.graph_break import GraphBreakKind, unsupported
 from capture.interp.attributes import AttrMissing, get_attr, store_attr
 from capture.interp.registry import handler
 from capture.interp.translator import Translator
+from capture.output_graph import GuardKind
 from capture.values import NULL, CellValue, ConstantValue, SuperValue
-from capture.values.wrap import is_stable_kind, wrap
+from capture.values.wrap import wrap
 
 
 @handler("LOAD_FAST")
@@ -64,32 +65,27 @@ def _load_global_value(tx: Translator, name: str) -> None:
         return
     if name in tx.f_globals:
         obj = tx.f_globals[name]
-        source: Source | None = None
+        source: Source
         if tx.f_globals is tx.output.root_globals:
             source = GlobalSource(name)
-        elif tx.globals_source is not None and is_stable_kind(obj):
+        elif tx.globals_source is not None:
             # A global of another module read by an inlined function: guarded through
             # the function's `__globals__`.
             source = ItemSource(tx.globals_source, name)
-        if source is None and not _is_immutable_global(obj):
-            # Globals of other modules: reachable by identity only; tensors need a source.
-            import torch
-
-            if isinstance(obj, torch.Tensor):
-                raise unsupported(
-                    GraphBreakKind.UNSUPPORTED_OBJECT,
-                    f"the tensor global {name!r} of another module",
-                )
+        else:
+            # NOTE: the module's globals dict is fixed for the function read here (itself
+            # guarded), so its entries are guarded through the dict itself.
+            source = ItemSource(ConstSource.of(tx.f_globals), name)
         tx.push(wrap(tx.output, obj, source))
         return
     if name in tx.f_builtins:
-        tx.push(ConstantValue(tx.f_builtins[name]))
+        # A builtin: guarded absent from the globals (a global `len` would shadow it) and
+        # guarded in the builtins' namespace (`builtins.len = ...`).
+        output = tx.output
+        output.add_guard(ConstSource.of(tx.f_globals), GuardKind.KEY_ABSENT, name)
+        tx.push(wrap(output, tx.f_builtins[name], ItemSource(ConstSource.of(tx.f_builtins), name)))
         return
     raise unsupported(GraphBreakKind.EXCEPTION, f"NameError: name {name!r} is not defined")
-
-
-def _is_immutable_global(obj: object) -> bool:
-    return not isinstance(obj, (list, dict, set))
 
 
 @handler("LOAD_GLOBAL")

@@ -23,7 +23,7 @@ from guards.sources import (
     SubmoduleSource,
 )
 
-from capture.output_graph import GuardKind
+from capture.output_graph import GuardKind, tensor_group
 from capture.values.base import Value
 from capture.values.constant import ConstantValue, is_literal
 from capture.values.containers import DictValue, ListValue, SetValue, TupleValue
@@ -52,6 +52,12 @@ def wrap(output: OutputGraph, obj: object, source: Source | None) -> Value:
     """The value standing for `obj` read from `source` (None: no guard, not reloadable)."""
     cached = output.wrapped.get(id(obj))
     if cached is not None and (source is None or cached.source is not None):
+        if source is not None and cached.source is not None and cached.source != source:
+            # NOTE: one object reached through two sources (`f(x, x)`, tied weights): the
+            # trace uses one value for both, so the entry holds only while they stay one.
+            group = _identity_group(obj, cached)
+            output.note_identity(obj, cached.source, group)
+            output.note_identity(obj, source, group)
         return cached
     if isinstance(obj, torch.Tensor):
         if source is None:
@@ -123,20 +129,20 @@ def wrap(output: OutputGraph, obj: object, source: Source | None) -> Value:
     if cls is list:
         assert isinstance(obj, list)
         if source is not None:
+            # Length and items are guarded when the program reads them (`_list_items`).
             output.add_guard(source, GuardKind.TYPE_MATCH, cls)
-            output.add_guard(source, GuardKind.LEN, len(obj))
+            value = ListValue.lazy(obj, source, functools.partial(_list_items, output, obj, source))
+            return _remember(output, obj, value)
         value = ListValue([])
         value.real = obj
         output.wrapped[id(obj)] = value
         output.keepalive.append(obj)
-            # Length and items are guarded when the program reads them (`_list_items`).
         value.items = [wrap(output, x, None) for x in obj]
         return value
     if isinstance(obj, tuple):
         if source is not None:
             output.add_guard(source, GuardKind.TYPE_MATCH, cls)
-            value = ListValue.lazy(obj, source, functools.partial(_list_items, output, obj, source))
-            return _remember(output, obj, value)
+            output.add_guard(source, GuardKind.LEN, len(obj))
         items = [
             wrap(output, x, ItemSource(source, i) if source else None) for i, x in enumerate(obj)
         ]
@@ -144,18 +150,18 @@ def wrap(output: OutputGraph, obj: object, source: Source | None) -> Value:
     if cls in (dict, collections.OrderedDict) and all(_is_key(k) for k in obj):  # type: ignore[attr-defined]
         assert isinstance(obj, dict)
         if source is not None:
+            # Keys and items are guarded when the program reads them (`_dict_items`).
             output.add_guard(source, GuardKind.TYPE_MATCH, cls)
             loader = functools.partial(_dict_items, output, obj, source)
             return _remember(output, obj, DictValue.lazy(obj, source, cls, loader))
         dvalue = DictValue({}, source, cls)
+        dvalue.real = obj
         output.wrapped[id(obj)] = dvalue
         output.keepalive.append(obj)
         for k, v in obj.items():
-            # Keys and items are guarded when the program reads them (`_dict_items`).
             dvalue.items[k] = (
                 ConstantValue(k),
                 wrap(output, v, ItemSource(source, k) if source else None),
-        dvalue.real = obj
             )
         return dvalue
     if cls in (set, frozenset) and all(is_literal(k) for k in obj):  # type: ignore[attr-defined]
@@ -165,21 +171,15 @@ def wrap(output: OutputGraph, obj: object, source: Source | None) -> Value:
         if cls is frozenset:
             return ConstantValue(obj, source)
         svalue = SetValue({k: ConstantValue(k) for k in obj}, source)  # type: ignore[attr-defined]
+        svalue.real = obj  # type: ignore[assignment]  # a set (frozensets returned above)
         return _remember(output, obj, svalue)
     if callable(obj) and not hasattr(obj, "__dict__") and source is None:
         return ConstantValue(obj, None)
     if source is not None:
         output.add_guard(source, GuardKind.TYPE_MATCH, cls)
     if source is None and not _is_plain_object(obj):
-        svalue.real = obj  # type: ignore[assignment]  # a set (frozensets returned above)
         return ConstantValue(obj, None)
     return _remember(output, obj, ObjectValue(obj, cls, source))
-
-
-def is_stable_kind(obj: object) -> bool:
-    """Objects that `wrap` turns into guarded constants (literals, dtypes, functions, classes,
-    modules): reading them through a source costs one guard and changes nothing else."""
-    return is_literal(obj) or isinstance(obj, _VALUE_TYPES + _ID_TYPES + (torch.Size,))
 
 
 def _list_items(output: OutputGraph, obj: list[object], source: Source) -> list[Value]:
@@ -194,6 +194,12 @@ def _dict_items(
     return {k: (ConstantValue(k), wrap(output, v, ItemSource(source, k))) for k, v in obj.items()}
 
 
+def is_stable_kind(obj: object) -> bool:
+    """Objects that `wrap` turns into guarded constants (literals, dtypes, functions, classes,
+    modules): reading them through a source costs one guard and changes nothing else."""
+    return is_literal(obj) or isinstance(obj, _VALUE_TYPES + _ID_TYPES + (torch.Size,))
+
+
 def is_library_module(name: object) -> bool:
     """Python modules whose attributes and globals are treated as constants, unguarded
     (torch and the standard library; guarding them would cost per-call time for nothing)."""
@@ -206,7 +212,20 @@ def is_library_module(name: object) -> bool:
 def _remember(output: OutputGraph, obj: object, value: Value) -> Value:
     output.wrapped[id(obj)] = value
     output.keepalive.append(obj)
+    if value.source is not None:
+        output.note_identity(obj, value.source, _identity_group(obj, value))
     return value
+
+
+def _identity_group(obj: object, value: Value) -> object:
+    """The objects `obj` must stay distinct from (see `OutputGraph.note_identity`): tensors
+    that could be one object, objects of its exact type; None for modules (guarded by id,
+    so distinct modules stay distinct anyway)."""
+    if isinstance(obj, torch.Tensor):
+        return tensor_group(obj)
+    if isinstance(value, ModuleValue):
+        return None
+    return ("object", type(obj))
 
 
 def _is_key(key: object) -> bool:
