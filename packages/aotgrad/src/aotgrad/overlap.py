@@ -55,7 +55,8 @@ def _partial_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
     b_end = b_begin + b.numel() * b.element_size()
     if a_begin == b_begin and a_end == b_end:
         return tuple(a.stride()) != tuple(b.stride())
-    return a_begin < b_end and b_begin < a_end
+    # NOTE: bool(): torch 2.14 types storage_offset() as int | SymInt, so the test as SymBool.
+    return bool(a_begin < b_end and b_begin < a_end)
 
 
 def check_write_overlap(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
