@@ -15,6 +15,13 @@ from dataclasses import dataclass
 import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 import torch
 
+from inductor.codegen.cascade import (
+    cascade_mode,
+    column_cascade,
+    column_step,
+    column_total,
+    emit_cascade,
+)
 from inductor.codegen.checks import ERR_ARG, INT_DIVISIONS, checked_division, is_integral
 from inductor.codegen.loop_split import fold_divisor, split_divisor, split_symbols
 from inductor.codegen.ops import Ref
@@ -175,6 +182,8 @@ class KernelGen:
         self._row_caches: dict[bool, RowCache] = {}
         self._row_cache = RowCache(group, parallel_reduction=True)  # plans nothing
         self.checks: list[KernelCheck] = []  # run-time checks, numbered from 1 (ir/checks.py)
+        # NOTE: per node, ops emitted before the innermost loop (`_hoist_indirect`)
+        self._pre_hoisted: dict[str, set[int]] = {}
         writes = group.writes()
         for n in group.nodes:
             assert n.body is not None
@@ -312,8 +321,23 @@ class KernelGen:
         hoisted = self._invariant(loop_ops, subs, len(inner)) if all(inner) else set()
         rows = self._row_cache.rows_of(n, hoisted)
         dead = dead_ops(body.ops, rows)
-        self._ops(w, loop_ops, 0, subs, only=hoisted - dead)
-        for j, size in enumerate(inner):
+        pre = self._pre_hoisted.get(n.name, set())
+        self._ops(w, loop_ops, 0, subs, only=hoisted - dead - pre)
+        mode = None
+        if red is not None and str(red.args[0]) == "sum" and vt.is_floating_point:
+            mode = cascade_mode(inner)
+        if mode is not None and red is not None:
+            value = red.args[1]
+            parts = self.threads if parallel_reduction and clause is not None else 1
+
+            def body_into(target: str) -> None:
+                self._ops(w, loop_ops, 0, subs, skip=hoisted | dead, rows=rows)
+                w.line(f"{target} = {target} + {value};")
+
+            emit_cascade(w, mode=mode, inner=inner, ctype=ctype(vt), body=body_into,
+                         simd=self.simd, parts=parts)
+        loops = inner if mode is None else ()  # NOTE: a cascade closes its own loops
+        for j, size in enumerate(loops):
             last = j == len(inner) - 1
             pragma = None
             vector = last and self.simd and not in_order
@@ -326,8 +350,9 @@ class KernelGen:
                 w.line(pragma)
             sym = inner_symbol(j)
             w.open(f"for (int64_t {sym} = 0; {sym} < {size}; ++{sym})")
-        self._ops(w, loop_ops, 0, subs, skip=hoisted | dead, rows=rows)
-        if red is not None:
+        if mode is None:
+            self._ops(w, loop_ops, 0, subs, skip=hoisted | dead | pre, rows=rows)
+        if red is not None and mode is None:
             kind = str(red.args[0])
             v = red.args[1]
             if kind == "sum":
@@ -348,7 +373,7 @@ class KernelGen:
                 cmp = ">" if kind == "argmax" else "<"
                 w.line(f"if ({v} {cmp} acc || ({v} != {v} && acc == acc)) "
                        f"{{ acc = {v}; acc_idx = {red.args[2]}; }}")
-        for _ in inner:
+        for _ in loops:
             w.close()
         if red is not None and red_pos is not None:
             kind = str(red.args[0])
@@ -400,6 +425,45 @@ class KernelGen:
         keep = {i for i in out if ops_[i].kind != "constant"}
         keep |= {a.id for i in keep for a in ops_[i].args if isinstance(a, Ref)}
         return keep
+
+    def _hoist_indirect(self, w: _Writer, sym: sympy.Symbol) -> None:
+        """Before the innermost loop of a one-node pointwise group: the indirect indices
+        (bounds-checked) that do not change in it, with what they are computed from; the
+        loop then reads a row (`w[idx]`: one check per index, and the row loop vectorizes,
+        which a check inside it prevents)."""
+        g = self.group
+        if len(g.nodes) != 1 or g.nodes[0].body is None:
+            return
+        n = g.nodes[0]
+        body = n.body
+        assert body is not None
+        if not any(op.kind == "indirect" for op in body.ops):
+            return
+        sp = split_node(body, g.outer)
+        assert sp is not None
+        subs = dict(sp.subs)
+        invariant: set[int] = set()
+        for i, op in enumerate(body.ops):
+            if op.kind in ("store", "store_reduction", "reduction", "rand"):
+                continue
+            if any(isinstance(a, Ref) and a.id not in invariant for a in op.args):
+                continue
+            if op.kind in ("load", "index_expr"):
+                expr = _sub(op.args[1] if op.kind == "load" else op.args[0], subs)
+                if sym in expr.free_symbols or any(str(s).startswith("tmp")
+                                                   for s in expr.free_symbols):
+                    continue
+            invariant.add(i)
+        wanted: set[int] = set()
+        stack = [i for i in invariant if body.ops[i].kind == "indirect"]
+        while stack:
+            i = stack.pop()
+            if i not in wanted:
+                wanted.add(i)
+                stack += [a.id for a in body.ops[i].args if isinstance(a, Ref)]
+        if wanted:
+            self._ops(w, body.ops, 0, subs, only=wanted)
+            self._pre_hoisted[n.name] = wanted
 
     def _reemit_needed(self, w: _Writer, body_ops: tuple[LoopOp, ...], red_pos: int,
                        subs: dict[sympy.Symbol, sympy.Expr], hoisted: set[int]) -> None:
@@ -517,6 +581,7 @@ class KernelGen:
                         w.close()
                     return
                 if last and pure:
+                    self._hoist_indirect(w, sym)
                     extra = self._open_innermost(w, sym, 0, size, pragma) - 1
                     continue
                 if pragma:
@@ -750,6 +815,7 @@ class KernelGen:
             if kind in ("max", "min") and vref.dtype.is_floating_point:
                 w.line(f"int nan{i}[{block}] = {{0}};")
             reds.append((n, pos, red, sp.subs))
+        cascaded = column_cascade(w, reds, sp0.inner_ranges, block, ctype)
         for j, size in enumerate(sp0.inner_ranges):
             sym = inner_symbol(j)
             w.open(f"for (int64_t {sym} = 0; {sym} < {size}; ++{sym})")
@@ -774,8 +840,10 @@ class KernelGen:
                     w.line(f"nan{i}[{x} - xb] |= ({v} != {v});")
             w.close()
         w.close()
+        column_step(w, cascaded, sp0.inner_ranges)
         for _ in sp0.inner_ranges:
             w.close()
+        column_total(w, cascaded)
         w.open(f"for (int64_t {x} = xb; {x} < xe; ++{x})")
         for i, (n, pos, red, subs) in enumerate(reds):
             assert n.body is not None and red.dtype is not None

@@ -1,6 +1,7 @@
 """The C++ prelude every generated kernel file starts with: small inline helpers only
 (no ATen, no <iostream>), so a kernel file compiles in a fraction of a second."""
 
+from inductor.codegen.cascade import PRELUDE_CASCADE
 from inductor.codegen.checks import PRELUDE_CHECKS
 
 PRELUDE = r"""
@@ -161,4 +162,4 @@ static inline float ind_randn(int64_t seed, int64_t offset) {
   double u2 = (double)(z2 >> 11) * (1.0 / 9007199254740992.0);
   return (float)(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
 }
-""" + PRELUDE_CHECKS
+""" + PRELUDE_CHECKS + PRELUDE_CASCADE

@@ -12,6 +12,7 @@ from typing import Any
 import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 import torch
 
+from inductor.codegen.cascade import CASCADE_MIN
 from inductor.codegen.ops import Ref, compute_dtype, ops
 from inductor.ir.layout import Layout, contiguous_strides
 from inductor.ir.loop_body import record_reduction
@@ -236,27 +237,31 @@ def _var(ctx: LoweringContext, x: TensorValue, dims: Any, correction: Any,
     corr = 1.0 if correction is None else float(correction)
     dtype = layout.dtype
     cd = compute_dtype(dtype)
+    # NOTE: ATen accumulates a float var/std in double (Welford); over long rows so do we
+    # (short rows, as in layer norm, keep float for speed; their error is small anyway).
+    acc = torch.float64 if dtype.is_floating_point and n > CASCADE_MIN else cd
     mean_layout = Layout.contiguous(
         tuple(1 if d in ds else x.size[d] for d in range(nd)), dtype, x.device)
 
     def mean_post(v: Ref) -> Ref:
-        return ops.truediv(v, ops.constant(float(n), cd))
+        return ops.truediv(v, ops.constant(float(n), acc))
 
-    mean = reduce(ctx, x, ds, "sum", dtype, keepdim=True, layout=mean_layout, post=mean_post)
+    mean = reduce(ctx, x, ds, "sum", dtype, keepdim=True, layout=mean_layout, post=mean_post,
+                  acc_dtype=acc)
     kept = [d for d in range(nd) if d not in ds]
 
     def centered(v: Ref, kept_idx: list[Expr]) -> Ref:
         midx: list[Expr] = [sympy.Integer(0)] * nd
         for d, i in zip(kept, kept_idx):
             midx[d] = i
-        diff = ops.sub(ops.to_dtype(v, cd), mean.load(midx))
+        diff = ops.sub(ops.to_dtype(v, acc), ops.to_dtype(mean.load(midx), acc))
         return ops.mul(diff, diff)
 
     def var_post(v: Ref) -> Ref:
-        return ops.truediv(v, ops.constant(max(n - corr, 0.0), cd))
+        return ops.truediv(v, ops.constant(max(n - corr, 0.0), acc))
 
     var = reduce(ctx, x, ds, "sum", dtype, keepdim=keepdim, layout=layout,
-                 value_fn=centered, post=var_post)
+                 value_fn=centered, post=var_post, acc_dtype=acc)
     return var, mean
 
 
