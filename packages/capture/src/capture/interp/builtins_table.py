@@ -25,7 +25,9 @@ from capture.interp import operators
 from capture.values import (
     ConstantValue,
     ContextValue,
+    DictIteratorValue,
     DictValue,
+    DictViewValue,
     FunctionValue,
     IteratorValue,
     ListValue,
@@ -149,6 +151,8 @@ def _len(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
         return ConstantValue(value.fake.shape[0])
     if isinstance(value, (ListValue, TupleValue, DictValue, SetValue)):
         return ConstantValue(len(value.items))
+    if isinstance(value, DictViewValue):
+        return ConstantValue(len(value.dict_value.items))
     if isinstance(value, ModuleValue):
         operators.guard_module_entries(tx, value)
         return ConstantValue(len(value.module))  # type: ignore[arg-type]  # ModuleList etc.
@@ -297,6 +301,13 @@ def iterate(tx: Translator, value: Value) -> IteratorValue:
     """iter(value) with its items known now."""
     if isinstance(value, IteratorValue):
         return value
+    if isinstance(value, ListValue):
+        # Shares the list's items: a list appended while iterated is iterated to its new end.
+        return IteratorValue(value.items)
+    if isinstance(value, DictValue):
+        return DictIteratorValue(value)
+    if isinstance(value, DictViewValue):
+        return DictIteratorValue(value.dict_value, value.kind)
     if isinstance(value, TensorValue):
         n = value.fake.shape[0] if value.fake.dim() else 0
         if value.fake.dim() == 0:
@@ -424,10 +435,10 @@ def _tuple(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value
 
 @special(set)
 def _set(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    out: dict[object, Value] = {}
-    for item in _items(tx, args[0]) if args else []:
-        out[_hashable(item, "set item")] = item
-    return SetValue(out)
+    out = SetValue.new()
+    if args:
+        out.update([(_hashable(item, "set item"), item) for item in _items(tx, args[0])], args[0])
+    return out
 
 
 @special(frozenset)

@@ -65,7 +65,10 @@ def build_list(tx: Translator, ins: Instruction) -> None:
 def build_set(tx: Translator, ins: Instruction) -> None:
     assert ins.arg is not None
     items = tx.popn(ins.arg)
-    tx.push(SetValue({item.as_constant(): item for item in items}))
+    value = SetValue.new()
+    for item in items:
+        value.add(_key(item), item)
+    tx.push(value)
 
 
 def _key(value: Value) -> object:
@@ -111,7 +114,7 @@ def set_add(tx: Translator, ins: Instruction) -> None:
     item = tx.pop()
     target = tx.stack[-ins.arg]
     assert isinstance(target, SetValue)
-    target.items[_key(item)] = item
+    target.add(_key(item), item)
 
 
 @handler("MAP_ADD")
@@ -136,11 +139,11 @@ def list_extend(tx: Translator, ins: Instruction) -> None:
 @handler("SET_UPDATE")
 def set_update(tx: Translator, ins: Instruction) -> None:
     assert ins.arg is not None
-    items = iterate(tx, tx.pop()).unpack()
+    other = tx.pop()
+    items = iterate(tx, other).unpack()
     target = tx.stack[-ins.arg]
     assert isinstance(target, SetValue)
-    for item in items:
-        target.items[_key(item)] = item
+    target.update([(_key(item), item) for item in items], other)
 
 
 @handler("DICT_UPDATE", "DICT_MERGE")

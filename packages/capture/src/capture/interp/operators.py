@@ -18,6 +18,7 @@ from capture.graph_break import HINT_DATA_DEPENDENT, GraphBreakKind, RaisedInTra
 from capture.values import (
     ConstantValue,
     DictValue,
+    DictViewValue,
     FunctionValue,
     ListValue,
     MethodValue,
@@ -307,6 +308,10 @@ def _symbolic_truth(value: SymNodeValue) -> bool:
 
 def contains(tx: Translator, item: Value, container: Value) -> bool:
     """`item in container` at trace time."""
+    if isinstance(container, DictViewValue):
+        if container.kind == "keys":
+            return contains(tx, item, container.dict_value)
+        return contains(tx, item, ListValue(container.unpack()))
     if isinstance(container, DictValue):
         ok, key = python_constant(item)
         if not ok:

@@ -19,6 +19,7 @@ from capture.interp.builtins_table import (
 )
 from capture.values import (
     ConstantValue,
+    DictViewValue,
     DictValue,
     ListValue,
     ObjectValue,
@@ -77,7 +78,10 @@ def _list_clear(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
     lst = args[0]
     assert isinstance(lst, ListValue)
     _mut(tx, lst)
-    lst.items = []
+    if lst.is_loaded:
+        lst.items.clear()  # in place: a loop over the list stops, as in eager
+    else:
+        lst.items = []
     return NONE
 
 
@@ -141,17 +145,17 @@ def _dict_get(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Va
 
 @special(dict.keys, collections.OrderedDict.keys)
 def _dict_keys(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return ListValue([k for k, _ in _dict_of(args[0], tx).items.values()])
+    return DictViewValue(_dict_of(args[0], tx), "keys")
 
 
 @special(dict.values, collections.OrderedDict.values)
 def _dict_values(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return ListValue([v for _, v in _dict_of(args[0], tx).items.values()])
+    return DictViewValue(_dict_of(args[0], tx), "values")
 
 
 @special(dict.items, collections.OrderedDict.items)
 def _dict_items(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return ListValue([TupleValue([k, v]) for k, v in _dict_of(args[0], tx).items.values()])
+    return DictViewValue(_dict_of(args[0], tx), "items")
 
 
 @special(dict.update, collections.OrderedDict.update)
@@ -221,7 +225,7 @@ def _dict_contains(tx: Translator, args: list[Value], kwargs: dict[str, Value]) 
 def _set_add(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     s = args[0]
     assert isinstance(s, SetValue)
-    s.items[_hashable(args[1], "set item")] = args[1]
+    s.add(_hashable(args[1], "set item"), args[1])
     _mut(tx, s)
     return NONE
 
@@ -230,8 +234,7 @@ def _set_add(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Val
 def _set_update(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     s = args[0]
     assert isinstance(s, SetValue)
-    for item in _items(tx, args[1]):
-        s.items[_hashable(item, "set item")] = item
+    s.update([(_hashable(item, "set item"), item) for item in _items(tx, args[1])], args[1])
     _mut(tx, s)
     return NONE
 
@@ -240,7 +243,7 @@ def _set_update(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
 def _set_discard(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     s = args[0]
     assert isinstance(s, SetValue)
-    s.items.pop(_hashable(args[1], "set item"), None)
+    s.discard(_hashable(args[1], "set item"))
     _mut(tx, s)
     return NONE
 

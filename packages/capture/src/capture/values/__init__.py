@@ -6,7 +6,15 @@ handler tables of `capture.interp`, not in subclasses.
 
 from capture.values.base import NULL, NullValue, Value
 from capture.values.constant import ConstantValue
-from capture.values.containers import DictValue, IteratorValue, ListValue, SetValue, TupleValue
+from capture.values.containers import (
+    DictIteratorValue,
+    DictValue,
+    DictViewValue,
+    IteratorValue,
+    ListValue,
+    SetValue,
+    TupleValue,
+)
 from capture.values.functions import CellValue, FunctionValue, MethodValue, PartialValue
 from capture.values.objects import ContextValue, ModuleValue, ObjectValue, SuperValue
 from capture.values.symbolic import SymNodeValue
@@ -17,7 +25,9 @@ __all__ = [
     "CellValue",
     "ConstantValue",
     "ContextValue",
+    "DictIteratorValue",
     "DictValue",
+    "DictViewValue",
     "FunctionValue",
     "IteratorValue",
     "ListValue",

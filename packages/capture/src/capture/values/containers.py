@@ -236,6 +236,14 @@ class DictValue(Value):
             return None
         return None if pair is None else pair[1]
 
+    def view_items(self, kind: str) -> list[Value]:
+        """The items of `self.keys()`, `.values()` or `.items()` now."""
+        if kind == "keys":
+            return [key for key, _ in self.items.values()]
+        if kind == "values":
+            return [value for _, value in self.items.values()]
+        return [TupleValue([key, value]) for key, value in self.items.values()]
+
     def python_type(self) -> type:
         return self.cls
 
@@ -265,9 +273,15 @@ class DictValue(Value):
 
 
 class SetValue(Value):
-    """A set of hashable constants (stored as key -> key value)."""
+    """A set of hashable constants (stored as key -> key value).
 
-    __slots__ = ("items", "mutated", "real")
+    Iteration follows a real set's order: a set made here keeps a shadow `set` of its keys,
+    updated by the same operations in the same order as eager's, so it iterates as eager's
+    does. A set that came from elsewhere iterates in its real order until mutated; after a
+    mutation its order is unknown and iterating it is unsupported (the frame runs eagerly).
+    """
+
+    __slots__ = ("items", "mutated", "order", "order_known", "real")
 
     def __init__(self, items: dict[object, Value], source: Source | None = None) -> None:
         super().__init__(source)
@@ -275,11 +289,63 @@ class SetValue(Value):
         self.mutated = False
         # The set that existed before the call, for a value read from the frame.
         self.real: set[object] | None = None
+        self.order: set[object] | None = None
+        self.order_known = True
+
+    @classmethod
+    def new(cls) -> SetValue:
+        """An empty set made while tracing (its iteration order is tracked exactly)."""
+        value = cls({})
+        value.order = set()
+        return value
+
+    def add(self, key: object, item: Value) -> None:
+        """`s.add(item)`."""
+        if key not in self.items:
+            self.items[key] = item
+        if self.order is not None:
+            self.order.add(key)
+        else:
+            self.order_known = False
+
+    def update(self, pairs: list[tuple[object, Value]], other: Value | None = None) -> None:
+        """`s.update(other)` with `pairs` its (key, item) pairs. Where `other` is a set, the
+        shadow is updated from that set's own shadow (or real set), as CPython merges a set's
+        table in its own order rather than adding the items one by one."""
+        real: set[object] | frozenset[object] | None = None
+        if isinstance(other, SetValue):
+            real = other.order
+        elif other is not None and other.is_constant():
+            const = other.as_constant()
+            if isinstance(const, (set, frozenset)):
+                real = const
+        if real is None or self.order is None:
+            for key, item in pairs:
+                self.add(key, item)
+            return
+        for key, item in pairs:
+            self.items.setdefault(key, item)
+        self.order.update(real)
+
+    def discard(self, key: object) -> None:
+        """`s.discard(item)`."""
+        self.items.pop(key, None)
+        if self.order is not None:
+            self.order.discard(key)
+        else:
+            self.order_known = False
 
     def python_type(self) -> type:
         return set
 
     def unpack(self) -> list[Value]:
+        if self.order is not None:
+            return [self.items[key] for key in self.order]
+        if not self.order_known and len(self.items) > 1:
+            from capture.graph_break import GraphBreakKind, unsupported
+
+            raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT,
+                              "iterating a set changed while tracing (its order is unknown)")
         return list(self.items.values())
 
     def reconstruct(self, cg: CodeBuilder) -> None:
@@ -325,3 +391,55 @@ class IteratorValue(Value):
 
     def describe(self) -> str:
         return f"iterator[{self.index}/{len(self.items)}]"
+
+
+class DictIteratorValue(IteratorValue):
+    """Iteration over a dict or one of its views: like eager, a change of the dict's keys
+    during the loop is an error (`RuntimeError: dictionary changed size during iteration`);
+    the frame then runs eagerly, which raises it from the user's line."""
+
+    __slots__ = ("dict_value", "keys", "kind")
+
+    def __init__(self, dict_value: DictValue, kind: str = "keys") -> None:
+        super().__init__(dict_value.view_items(kind))
+        self.dict_value = dict_value
+        self.keys = tuple(dict_value.items)
+        self.kind = kind
+
+    def next_item(self) -> Value | None:
+        if tuple(self.dict_value.items) != self.keys:
+            from capture.graph_break import GraphBreakKind, unsupported
+
+            raise unsupported(
+                GraphBreakKind.EXCEPTION,
+                "RuntimeError: dictionary changed size during iteration (keys changed)",
+            )
+        # Values may change during the loop (`d[k] += 1`): read them now.
+        self.items = self.dict_value.view_items(self.kind)
+        return super().next_item()
+
+
+class DictViewValue(Value):
+    """`d.keys()`, `d.values()`, `d.items()`: live views, read when used (a view taken before
+    `d[k] = v` sees the new key)."""
+
+    __slots__ = ("dict_value", "kind")
+
+    def __init__(self, dict_value: DictValue, kind: str) -> None:
+        super().__init__(None)
+        self.dict_value = dict_value
+        self.kind = kind
+
+    def python_type(self) -> type:
+        return type(getattr({}, self.kind)())
+
+    def unpack(self) -> list[Value]:
+        return self.dict_value.view_items(self.kind)
+
+    def reconstruct(self, cg: CodeBuilder) -> None:
+        cg.load_callable(getattr(dict, self.kind))
+        cg.reconstruct(self.dict_value)
+        cg.call_function(1)
+
+    def describe(self) -> str:
+        return f"dict_{self.kind}"
