@@ -73,19 +73,10 @@ class BuildPlan:
 
 
 def cache_dir() -> pathlib.Path:
-    """`$GUARDS_CACHE_DIR`, else `$COMPILER_CACHE_DIR/guards`, else
-    `$XDG_CACHE_HOME/compiler/guards` or `~/.cache/compiler/guards`; absolute (not created
-    here). Read at every call: tests and `python -m guards.native` set them late."""
-    configured = os.environ.get("GUARDS_CACHE_DIR")
-    if configured:
-        return resolve_dir(configured)
-    root = os.environ.get("COMPILER_CACHE_DIR")
-    if root:
-        return resolve_dir(root) / "guards"
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    # NOTE: the XDG spec says a relative XDG_CACHE_HOME is invalid and is ignored
-    base = pathlib.Path(xdg) if os.path.isabs(xdg) else pathlib.Path.home() / ".cache"
-    return base / "compiler" / "guards"
+    """The cache folder (`guards.config.native_cache_dir`; absolute, not created here)."""
+    from guards import config
+
+    return pathlib.Path(config.native_cache_dir())
 
 
 _caches: dict[pathlib.Path, DiskCache] = {}
@@ -106,7 +97,9 @@ def open_cache(directory: pathlib.Path) -> DiskCache:
 
 def find_compiler() -> str | None:
     """The C++ compiler to use (`$CXX`, else `g++`) as a path, or None if not found."""
-    return shutil.which(os.environ.get("CXX") or "g++")
+    from guards import config
+
+    return shutil.which(config.native_compiler())
 
 
 def source_text() -> bytes:
@@ -159,7 +152,9 @@ def plan_build(directory: pathlib.Path | None = None, cxx: str | None = None) ->
     cannot run (or, not installed, was never recorded in the cache)."""
     import torch
 
-    configured = cxx if cxx is not None else (os.environ.get("CXX") or "g++")
+    from guards import config
+
+    configured = cxx if cxx is not None else config.native_compiler()
     cache = open_cache(directory if directory is not None else cache_dir())
     try:
         version = cache.compiler_version(configured)
@@ -185,9 +180,35 @@ def plan_build(directory: pathlib.Path | None = None, cxx: str | None = None) ->
                      cache.directory / f"{MODULE_NAME}-{key}.so")
 
 
+#: Path -> (device, inode) of the file this process handed to the dynamic loader there: the
+#: loader reuses a handle by path, so a file replaced since is loaded under another name.
+_opened: dict[str, tuple[int, int]] = {}
+
+
 def import_extension(path: pathlib.Path, key: str) -> ModuleType:
     """Import the extension at `path`; raises NativeBuildError if it does not load or was
     built for another key."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise NativeBuildError(f"{path} does not import: {exc}") from exc
+    identity = (st.st_dev, st.st_ino)
+    # NOTE: the loader returns the first file ever loaded under a path for that path
+    replaced = _opened.setdefault(str(path), identity) != identity
+    with tempfile.TemporaryDirectory(prefix="guards-load-") as private:
+        target = path
+        if replaced:
+            target = pathlib.Path(private) / path.name
+            shutil.copyfile(path, target)
+        module = _exec_extension(target)
+    if getattr(module, "BUILD_KEY", None) != key:
+        raise NativeBuildError(f"{path} was built for key {getattr(module, 'BUILD_KEY', None)}"
+                               f", expected {key}")
+    return module
+
+
+def _exec_extension(path: pathlib.Path) -> ModuleType:
+    """Load the shared object at `path` as the extension module."""
     loader = importlib.machinery.ExtensionFileLoader(MODULE_NAME, str(path))
     spec = importlib.util.spec_from_file_location(MODULE_NAME, str(path), loader=loader)
     if spec is None:
@@ -197,25 +218,27 @@ def import_extension(path: pathlib.Path, key: str) -> ModuleType:
         loader.exec_module(module)
     except Exception as exc:  # ImportError, or anything a broken file raises
         raise NativeBuildError(f"{path} does not import: {exc}") from exc
-    if getattr(module, "BUILD_KEY", None) != key:
-        raise NativeBuildError(f"{path} was built for key {getattr(module, 'BUILD_KEY', None)}"
-                               f", expected {key}")
     return module
 
 
 def compile_to(plan: BuildPlan, output: pathlib.Path) -> None:
-    """Compile `plan.source` into the shared object `output`; raises NativeBuildError."""
-    with tempfile.TemporaryDirectory(prefix="guards-native-") as work:
-        source = pathlib.Path(work) / SOURCE_NAME
+    """Compile `plan.source` into the shared object `output`; raises NativeBuildError. The
+    source is written beside `output` (a temporary name of the cache: a killed build's
+    files are swept from there)."""
+    source = output.with_name(output.name.removesuffix(".tmp") + ".cpp.tmp")
+    try:
         source.write_bytes(plan.source)
+        # NOTE: -x c++: the temporary source's name does not end in .cpp
         command = [plan.cxx, *plan.flags, *include_flags(), f'-DGUARDS_NATIVE_KEY="{plan.key}"',
-                   str(source), "-o", str(output), *plan.libs]
+                   "-x", "c++", str(source), "-x", "none", "-o", str(output), *plan.libs]
         try:
             done = subprocess.run(command, capture_output=True, text=True,
                                   timeout=COMPILE_TIMEOUT_S, check=False)
         except (OSError, subprocess.SubprocessError) as exc:
             raise NativeBuildError(f"compiler did not run: {exc}") from exc
-        if done.returncode != 0:
+    finally:
+        source.unlink(missing_ok=True)
+    if done.returncode != 0:
             tail = "\n".join(done.stderr.strip().splitlines()[-20:])
             raise NativeBuildError(f"compile failed (exit {done.returncode}):\n{tail}")
 
@@ -236,7 +259,7 @@ def load_cached(plan: BuildPlan) -> ModuleType | None:
     try:
         return import_extension(path, plan.key)
     except NativeBuildError as exc:
-        if path.parent == cache.directory:
+        if path.parent == cache.directory and cache.writable:
             with cache.lock(path.name):
                 cache.discard(path.name, str(exc))
         return None

@@ -18,7 +18,9 @@ import hashlib
 import logging
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -36,8 +38,9 @@ _loaded: dict[str, ctypes.CDLL] = {}
 _functions: dict[str, Any] = {}
 _lock = threading.Lock()
 _unique = 0
-#: Library paths this process has handed to the loader (it reuses a handle by path).
-_opened: set[str] = set()
+#: Library path -> (device, inode) of the file this process handed to the loader there (the
+#: loader reuses a handle by path: a file replaced since must be loaded under another name).
+_opened: dict[str, tuple[int, int]] = {}
 _caches: dict[Path, DiskCache] = {}
 _LIBRARY = re.compile(r"^lib_([0-9a-f]{32})\.so$")
 
@@ -129,16 +132,20 @@ def _load(path: Path, key: str) -> ctypes.CDLL | None:
     """Load a verified library file; None (the entry discarded) if it does not load or
     answers another key."""
     try:
-        lib = _load_fresh(path) if str(path) in _opened else ctypes.CDLL(str(path))
+        st = os.stat(path)
+        identity = (st.st_dev, st.st_ino)
+        # NOTE: the loader returns the first file ever loaded under a path for that path
+        replaced = _opened.get(str(path), identity) != identity
+        lib = _load_fresh(path) if replaced else ctypes.CDLL(str(path))
     except OSError as exc:
         problem = f"does not load: {exc}"
     else:
-        _opened.add(str(path))
+        _opened.setdefault(str(path), identity)
         if _verify(lib, key):
             return lib
         problem = "answers another key"
     cache = _cache()
-    if path.parent == cache.directory:
+    if path.parent == cache.directory and cache.writable:
         with cache.lock(path.name):
             cache.discard(path.name, problem)
     return None
@@ -163,13 +170,20 @@ def _compile(source: str, out: Path) -> None:
 
 
 def _load_fresh(path: Path) -> ctypes.CDLL:
-    """Load a rebuilt library under a unique name (the loader caches handles by path)."""
+    """Load a rebuilt library under a unique name (the loader caches handles by path): a
+    hard link beside it, else a copy in a private temporary folder."""
     global _unique
     with _lock:
         _unique += 1
         alias = path.with_name(f".{path.stem}.{os.getpid()}.{_unique}.so")
     try:
         os.link(path, alias)
+    except OSError:
+        with tempfile.TemporaryDirectory(prefix="inductor-load-") as private:
+            copy = Path(private) / alias.name
+            shutil.copyfile(path, copy)
+            return ctypes.CDLL(str(copy))
+    try:
         return ctypes.CDLL(str(alias))
     finally:
         alias.unlink(missing_ok=True)

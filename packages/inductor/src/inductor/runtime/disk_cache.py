@@ -16,7 +16,8 @@ Layout of a folder:
 Anything that cannot be read, decoded or trusted is a miss: it is removed (one warning per
 entry per process) and rebuilt. A folder that cannot be written (read-only, a file in its
 place, no permission) gives way to a private temporary folder for this process, with one
-warning; verified entries of the unusable folder are still used.
+warning, once something must be written; verified entries of a read-only folder are used
+(a read-only warm cache works silently).
 
 NOTE: guards/native/disk_cache.py is the same module (the packages do not depend on each
 other); change both.
@@ -120,11 +121,13 @@ class DiskCache:
         self._reported: set[str] = set()
         #: Called with the names of entries that eviction removed (to drop what refers to them).
         self.on_evict = on_evict
+        #: Why `primary` cannot be written (found when opened), if so.
+        self._unwritable: OSError | None = None
         try:
             directory.mkdir(parents=True, exist_ok=True)
             self._probe(directory)
         except OSError as exc:
-            self.degrade(exc)
+            self._unwritable = exc
         else:
             self.sweep()
 
@@ -153,6 +156,11 @@ class DiskCache:
     def degraded(self) -> bool:
         """Whether writes go to a private folder because the configured one is unusable."""
         return self._private is not None
+
+    @property
+    def writable(self) -> bool:
+        """Whether `directory` can be written (else: read what it has, write nothing)."""
+        return self._unwritable is None or self.degraded
 
     def _dirs(self) -> list[Path]:
         """Folders lookups read, writable one first."""
@@ -295,7 +303,7 @@ class DiskCache:
             if problem is None:
                 self._touch(path)
                 return path
-            if problem == "missing" or folder != self.directory:
+            if problem == "missing" or folder != self.directory or not self.writable:
                 continue
             if not locked:
                 # NOTE: a writer renames the entry, then its record: look again under the lock
@@ -329,6 +337,8 @@ class DiskCache:
         place with its hash recorded. Builds of one name are serialized across processes;
         an unusable folder means building in a private one. Exceptions of `produce` (other
         than OSError) propagate, with its temporary files removed."""
+        if self._unwritable is not None and not self.degraded:
+            self.degrade(self._unwritable)
         try:
             return self._store_in(name, key, produce, limit_bytes)
         except OSError as exc:
@@ -434,7 +444,7 @@ class DiskCache:
                 continue
             except (OSError, ValueError) as exc:
                 problem = f"unreadable ({type(exc).__name__})"
-            if folder == self.directory:
+            if folder == self.directory and self.writable:
                 self._report(path, problem)
                 _remove(path)
         return None
@@ -443,6 +453,8 @@ class DiskCache:
         """Record one line of `text` under `subdir/name` (atomically; errors ignored: a
         record is only a shortcut)."""
         assert "\n" not in text
+        if not self.writable:
+            return
         folder = self.directory / subdir
         try:
             folder.mkdir(exist_ok=True)
