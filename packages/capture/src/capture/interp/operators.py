@@ -531,9 +531,9 @@ def set_item(tx: Translator, container: Value, key: Value, value: Value) -> None
         if not ok:
             raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, "non-constant dict key")
         tx.output.side_effects.mutate_container(container)
+        container.set_item(k, (key, value))
         return
     if isinstance(container, ObjectValue):
-        container.set_item(k, (key, value))
         setitem = getattr(container.cls, "__setitem__", None)
         if setitem is not None and hasattr(setitem, "__code__"):
             call_value(tx, ConstantValue(setitem), [container, key, value], {})

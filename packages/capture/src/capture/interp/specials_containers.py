@@ -5,7 +5,6 @@ from __future__ import annotations
 import collections
 from typing import TYPE_CHECKING
 
-
 from capture.graph_break import GraphBreakKind, RaisedInTrace, unsupported
 from capture.interp import operators
 from capture.interp.builtins_table import (
@@ -19,8 +18,8 @@ from capture.interp.builtins_table import (
 )
 from capture.values import (
     ConstantValue,
-    DictViewValue,
     DictValue,
+    DictViewValue,
     ListValue,
     ObjectValue,
     SetValue,
