@@ -54,9 +54,12 @@ class Draw:
 # Module-level state every program starts from. Names listed in STATE are compared after
 # every call; K and OBJ are compared through their attributes.
 PRELUDE = '''\
+import math
+
 import torch
 
 G = 1.5
+Z = 0.0
 GN = 2
 FLAG = True
 GT = torch.linspace(-1.0, 1.0, 16).reshape(4, 4)
@@ -96,8 +99,8 @@ def h_alt(t):
     return t - 1.0
 '''
 
-STATE = ("G", "GN", "FLAG", "GT", "LOG", "D", "h", "K", "OBJ", "Obj")
-REBOUND_GLOBALS = ("G", "GN", "FLAG", "GT", "h")
+STATE = ("G", "Z", "GN", "FLAG", "GT", "LOG", "D", "h", "K", "OBJ", "Obj")
+REBOUND_GLOBALS = ("G", "Z", "GN", "FLAG", "GT", "h")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -211,7 +214,7 @@ class _Gen:
     def scalar(self, s: _Scope) -> str:
         return self.d.pick([
             "2.0", "G", "K.scale", "obj.scale", "OBJ.scale", self.d.pick(s.ints), "GN",
-            "len(lst)", "len(LOG)", "float(len(D))", "K.count",
+            "len(lst)", "len(LOG)", "float(len(D))", "K.count", "math.copysign(1.0, Z)",
         ])
 
     def int_expr(self, s: _Scope) -> str:
@@ -289,8 +292,8 @@ class _Gen:
             if d.chance(50):
                 lines += ["else:"] + _indent(self.block(s.child(), 1, 2))
             return lines
-        if kind == 10:  # loops over python ints and over the list argument
-            which = d.int(0, 2)
+        if kind == 10:  # loops over python ints, the list argument, the global dict
+            which = d.int(0, 5)
             inner = s.child()
             if which == 0:
                 inner.ints.append("i")
@@ -300,10 +303,25 @@ class _Gen:
                 inner.tensors.append("item")
                 inner.in_lst_loop = True
                 return ["for item in lst:"] + _indent(self.block(inner, 1, 2))
-            w = self.fresh("w")
-            inner.ints.append(w)
-            body = self.block(inner, 1, 2) + [f"{w} += 1"]
-            return [f"{w} = 0", "while " + f"{w} < n:"] + _indent(body)
+            if which == 2:
+                w = self.fresh("w")
+                inner.ints.append(w)
+                body = self.block(inner, 1, 2) + [f"{w} += 1"]
+                return [f"{w} = 0", "while " + f"{w} < n:"] + _indent(body)
+            if which == 3:  # changing the dict while iterating over it raises, as in eager
+                return [f"for kk in {d.pick(['D', 'D.keys()', 'list(D)'])}:"] + _indent(
+                    self.block(inner, 1, 2))
+            if which == 4:  # a list appended while iterated is iterated to its new end
+                inner.tensors.append("item")
+                inner.in_lst_loop = True
+                return ["for item in lst:", "    if len(lst) < 4:",
+                        f"        lst.append(item * {d.pick(['0.5', '2.0'])})"] + _indent(
+                    self.block(inner, 0, 1))
+            view = self.fresh("view")
+            k = self.fresh("k")
+            s.ints.append(k)
+            return [f"{view} = D.{d.pick(['keys', 'values', 'items'])}()",
+                    f"D[{d.pick(['n', repr('v')])}] = {self.int_expr(s)}", f"{k} = len({view})"]
         # grad-mode blocks
         which = d.int(0, 2)
         if which == 2:
@@ -376,6 +394,7 @@ def _call(d: Draw, first: bool) -> Call:
         for _ in range(d.int(0, 2)):
             changes.append(d.pick([
                 "G = G + 1.0", "GN = GN + 1", "FLAG = not FLAG", "GT = GT * -1.0", "h = h_alt",
+                "Z = -Z", "D['a'] = GT", "LOG.append(0)",
                 "OBJ.scale = OBJ.scale * 2.0", "K.scale = K.scale + 1.0", "Obj.apply = _apply_alt",
                 "K.count = K.count + 5", "LOG.clear()", "D.clear()", "OBJ.w = torch.ones(4, 4)",
                 "OBJ.w = OBJ.w.t()",
