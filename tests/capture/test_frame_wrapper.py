@@ -98,8 +98,11 @@ def test_unsupported_without_fullgraph_runs_eagerly_and_logs_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     def f(x):
-        if x.sum().item() > 0:  # branching on a value read from a tensor
-            return x + 1
+        try:  # no graph break inside a try block: the frame runs eagerly
+            if x.sum().item() > 0:  # branching on a value read from a tensor
+                return x + 1
+        finally:
+            pass
         return x - 1
 
     fast = capture.optimize(f, backend="eager")
@@ -109,6 +112,26 @@ def test_unsupported_without_fullgraph_runs_eagerly_and_logs_once(
     torch.testing.assert_close(a, f(torch.ones(2)))
     torch.testing.assert_close(b, a)
     assert caplog.text.count("running it eagerly") == 1
+
+
+def test_unsupported_without_fullgraph_breaks_the_graph_and_logs_the_break(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def f(x):
+        if x.sum().item() > 0:  # branching on a value read from a tensor
+            return x + 1
+        return x - 1
+
+    fast = capture.optimize(f, backend="eager")
+    with caplog.at_level(logging.INFO, logger="capture.graph_breaks"):
+        a = fast(torch.ones(2))
+        b = fast(-torch.ones(2))
+        c = fast(torch.ones(2))
+    torch.testing.assert_close(a, f(torch.ones(2)))
+    torch.testing.assert_close(b, f(-torch.ones(2)))
+    torch.testing.assert_close(c, a)
+    assert caplog.text.count("graph break in f") == 1
+    assert "running it eagerly" not in caplog.text
 
 
 def test_backend_error_is_named_and_can_be_suppressed(caplog: pytest.LogCaptureFixture) -> None:

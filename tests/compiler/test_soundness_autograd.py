@@ -180,6 +180,26 @@ def test_set_rng_state_inside_function(backend: str) -> None:
     check(f, lambda k: [randn(3, seed=k)], backend)
 
 
+def test_initial_seed_read_inside_function(backend: str) -> None:
+    def f(x):
+        return x + torch.initial_seed()
+
+    compiled = compiler.compile(f, backend=backend)
+    for seed in (1, 2, 3):
+        torch.manual_seed(seed)
+        same(compiled(torch.zeros(2)), f(torch.zeros(2)), f"seed {seed}")
+
+
+def test_rng_state_saved_and_restored_inside_function(backend: str) -> None:
+    def f(x):
+        state = torch.get_rng_state()
+        y = x + torch.rand(3)
+        torch.set_rng_state(state)
+        return y - torch.rand(3)
+
+    check(f, lambda k: [randn(3, seed=k)], backend)
+
+
 def test_random_op_moves_the_global_generator_on(backend: str) -> None:
     def f(x):
         return x + torch.rand(2000)
@@ -417,6 +437,28 @@ def test_base_output_before_its_view(backend: str) -> None:
         assert float(c[1].abs().sum()) == 0.0 and float(c[2].abs().sum()) == 0.0
 
 
+def test_views_of_one_intermediate_share_memory(backend: str) -> None:
+    def f(x):
+        y = x * 2
+        return y.view(-1), y[1], y.t()
+
+    compiled = compiler.compile(f, backend=backend)
+    for k in range(3):
+        e, c = f(randn(2, 3, seed=k)), compiled(randn(2, 3, seed=k))
+        same(c, e, "result")
+        c[0][3] = 100.0
+        assert c[1][0].item() == 100.0 and c[2][0, 1].item() == 100.0
+
+
+def test_views_of_one_intermediate_with_grad(backend: str) -> None:
+    def f(x, w):
+        y = x * w
+        return y.view(-1), y[1], (y.t() * 3).sum()
+
+    check(f, lambda k: [randn(2, 3, seed=k, requires_grad=True),
+                        randn(3, seed=k + 1, requires_grad=True)], backend)
+
+
 def test_views_of_inputs_alias_the_inputs(backend: str) -> None:
     def f(x):
         return x.view(-1), x, x.t()
@@ -494,6 +536,25 @@ def test_dropout_gradient_follows_the_mask(backend: str) -> None:
         if backend in EXACT_RNG:
             torch.manual_seed(k)
             assert torch.equal(out, f(torch.ones(3000, requires_grad=True)))
+
+
+def test_dropout_module_switched_between_train_and_eval(backend: str) -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5))
+    compiled = compiler.compile(model, backend=backend)
+    for k in range(4):
+        model.train(k % 2 == 0)
+        x = randn(64, 4, seed=k)
+        torch.manual_seed(k)
+        expected = model(x)
+        torch.manual_seed(k)
+        actual = compiled(x)
+        if not model.training or backend in EXACT_RNG:
+            same(actual, expected, f"call {k + 1}")
+        else:
+            dense = model[0](x) * 2
+            kept = actual != 0
+            torch.testing.assert_close(actual[kept], dense[kept])
+            assert 0.35 < float((~kept).float().mean()) < 0.65
 
 
 def test_dropout_in_eval_is_identity(backend: str) -> None:

@@ -172,10 +172,14 @@ def trace_joint(
                            if tracked]
     tangent_for = [j for j, spec in enumerate(forward.outputs)
                    if spec.kind == "graph" and forward.output_requires_grad[j]]
+    # NOTE: an intermediate returned only through several views is a hidden graph output;
+    # the views' gradients reach it through autograd, so it gets a tangent.
+    hidden_for = [index for index, tracked in forward.hidden_bases if tracked]
     with fake_mode:
         tangents = []
         examples = ([flat_examples[k] for k in mutated_tangent_for]
-                    + [user_examples[forward.outputs[j].index] for j in tangent_for])
+                    + [user_examples[forward.outputs[j].index] for j in tangent_for]
+                    + [user_examples[index] for index in hidden_for])
         for example in examples:
             tangents.append(torch.empty(tuple(example.shape), dtype=example.dtype,
                                         device=example.device))
@@ -190,7 +194,8 @@ def trace_joint(
                        if rg and isinstance(leaf, torch.Tensor)]
         diff_outs = cast(list[torch.Tensor],
                          [primals[forward.mutated_inputs[k]] for k in mutated_tangent_for]
-                         + [flat[j] for j in tangent_for])
+                         + [flat[j] for j in tangent_for]
+                         + [_hidden_base(forward, flat, index) for index in hidden_for])
         if diff_inputs and diff_outs:
             tracer.start_backward()
             with torch.enable_grad():
@@ -211,10 +216,24 @@ def trace_joint(
         num_fwd_outputs=joint.num_graph_outputs,
         requires_grad=requires_grad,
         tangent_outputs=(mutated_tangent_for
-                         + [num_mutated + joint.outputs[j].index for j in tangent_for]),
+                         + [num_mutated + joint.outputs[j].index for j in tangent_for]
+                         + [num_mutated + index for index in hidden_for]),
         forward=joint,
         fake_mode=fake_mode,
     )
+
+
+def _hidden_base(forward: FunctionalGraph, flat: Sequence[object], index: int) -> object:
+    """The traced tensor behind the hidden base output `index`: the `_base` of a user output
+    that is a view of it."""
+    for j, spec in enumerate(forward.outputs):
+        value = flat[j]
+        if spec.kind == "view" and spec.index == index and isinstance(value, torch.Tensor):
+            base = value._base
+            if isinstance(base, torch.Tensor) and base.requires_grad:
+                return base
+    raise RuntimeError("cannot find the intermediate that several returned views share; "
+                       "return it too, or return clones of the views")
 
 
 def build_joint(

@@ -92,6 +92,8 @@ def user_outputs(specs: Sequence[OutputSpec], args: Sequence[Any],
             results.append(graph_outputs[spec.index])
         elif spec.kind == "input":
             results.append(_replay(args[spec.index], spec))
+        elif spec.kind == "view":
+            results.append(_replay(graph_outputs[spec.index], spec))
         elif spec.kind == "output":
             results.append(None)
             views = True

@@ -25,10 +25,10 @@ import guards
 import torch
 from guards.sources import LocalSource, Source
 
-from capture import backends, config, logs, runtime_checks
+from capture import backends, config, logs, resume, runtime_checks
 from capture.bytecode import codegen, versions
 from capture.bytecode.instructions import format_code
-from capture.graph_break import BackendCompilerFailed, GraphBreakKind, Unsupported
+from capture.graph_break import BackendCompilerFailed, GraphBreakKind, Unsupported, unsupported
 from capture.guard_builder import build_tree
 from capture.interp.lookup_guards import defaults_changed, guard_own_defaults
 from capture.output_graph import OutputGraph
@@ -280,7 +280,13 @@ class CompiledFunction:
         autocast_state = torch.is_autocast_enabled("cpu")
         _state.compiling = True
         try:
-            new_code, gm = _trace_and_codegen(self, output, L, marker)
+            try:
+                new_code, gm = _trace_and_codegen(self, output, L, marker)
+            except Unsupported as first:
+                retry = self._trace_with_break(first, L, marker)
+                if retry is None:
+                    raise
+                output, new_code, gm = retry
         except Unsupported as e:
             tree = build_tree(output.guards.values(), global_state)
             self.compiles.append(CompileRecord(None, tree, None, time.perf_counter() - start, e))
@@ -341,6 +347,34 @@ class CompiledFunction:
 
         return probe
 
+    def _trace_with_break(
+        self, error: Unsupported, L: dict[str, object], marker: str
+    ) -> tuple[OutputGraph, types.CodeType, torch.fx.GraphModule | None] | None:
+        """Trace again up to where `error` stopped the root frame and break the graph there
+        (None when the frame cannot break there and must run eagerly as a whole)."""
+        stop = None if self.fullgraph else resume.break_point(self.code, error)
+        if stop is None:
+            return None
+        output = OutputGraph(self.f_globals, self.code.co_name)
+        try:
+            new_code, gm = _trace_and_codegen(self, output, L, marker, stop)
+        except Unsupported as again:
+            log.debug("[%s] no graph break in %s: %s", marker, self.code.co_name, again)
+            return None
+        frame = error.where[0] if error.where else None
+        logs.graph_break_log.info(
+            "[%s] graph break in %s at %s: %s", marker, self.code.co_name,
+            f"{frame.filename}:{frame.lineno}" if frame else "?", error.explanation,
+        )
+        return output, new_code, gm
+
+    def _resume_function(self, code: types.CodeType) -> CompiledFunction:
+        """A resume function of this frame: compiled on its first call, like any frame."""
+        fn = types.FunctionType(code, self.f_globals, code.co_name, None, self.fn.__closure__)
+        return CompiledFunction(
+            fn, self.backend, self.backend_name, False, options=self.options
+        )
+
     def _add_entry(self, tree: guards.GuardTree, value: Callable[..., Any]) -> None:
         try:
             self.cache.add(tree, value)
@@ -355,7 +389,11 @@ class CompiledFunction:
 
 
 def _trace_and_codegen(
-    cf: CompiledFunction, output: OutputGraph, L: dict[str, object], marker: str
+    cf: CompiledFunction,
+    output: OutputGraph,
+    L: dict[str, object],
+    marker: str,
+    stop: resume.BreakPoint | None = None,
 ) -> tuple[types.CodeType, torch.fx.GraphModule | None]:
     from capture.interp import load_handlers
     from capture.interp.translator import Translator
@@ -372,14 +410,20 @@ def _trace_and_codegen(
         else:
             f_locals[name] = wrapped
     tx = Translator(output, code, cf.f_globals, f_locals, cells)
-    result = tx.run()
-    output.current_tx = None
     cg = codegen.CodeBuilder(code)
-    cg.reconstruct(result)
-    cg.store_fast(codegen.RETURN_TMP)
-    _replay_side_effects(cg, output)
-    cg.load_fast(codegen.RETURN_TMP)
-    cg.instrs.append(codegen.Instr("RETURN_VALUE"))
+    if stop is None:
+        result = tx.run()
+        output.current_tx = None
+        cg.reconstruct(result)
+        cg.store_fast(codegen.RETURN_TMP)
+        _replay_side_effects(cg, output)
+        cg.load_fast(codegen.RETURN_TMP)
+        cg.instrs.append(codegen.Instr("RETURN_VALUE"))
+    else:
+        if not tx.run_to((stop.index, stop.visit)):
+            raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, "the break point was not reached")
+        output.current_tx = None
+        resume.emit_break(cg, tx, lambda: _replay_side_effects(cg, output), cf._resume_function)
     body = cg.instrs
     gm: torch.fx.GraphModule | None = None
     has_calls = any(n.op != "placeholder" for n in output.graph.nodes)

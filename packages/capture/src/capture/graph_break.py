@@ -59,6 +59,8 @@ class Unsupported(Exception):
     explanation: str
     where: list[UserFrame] = field(default_factory=list)
     hints: list[str] = field(default_factory=list)
+    # (instruction index, visit count) in the root frame where it was raised, if there.
+    break_at: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         Exception.__init__(self, self.explanation)

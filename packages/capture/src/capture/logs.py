@@ -12,6 +12,7 @@ graph_log = logging.getLogger("capture.graph")
 guards_log = logging.getLogger("capture.guards")
 bytecode_log = logging.getLogger("capture.bytecode")
 recompile_log = logging.getLogger("capture.recompiles")
+graph_break_log = logging.getLogger("capture.graph_breaks")
 
 
 def verbose_print(topic: str, marker: str, text: str) -> None:

@@ -91,6 +91,12 @@ _REFUSED: dict[object, str] = {
     torch.Tensor.retain_grad: "Tensor.retain_grad() inside a compiled function",
     torch.Tensor.requires_grad_: "Tensor.requires_grad_() inside a compiled function",
     torch.Tensor.detach_: "Tensor.detach_() inside a compiled function",
+    # NOTE: the global generator's state is read or set when the program runs, not when it
+    # is traced (a graph would bake the state or seed of its first call in as a constant).
+    torch.get_rng_state: "reading the RNG state inside a compiled function",
+    torch.set_rng_state: "setting the RNG state inside a compiled function",
+    torch.initial_seed: "reading the RNG seed inside a compiled function",
+    torch.seed: "reseeding the RNG inside a compiled function",
 }
 _HINT_RUN_EAGERLY = ("This call changes autograd or RNG state outside the graph, so it runs "
                      "eagerly; move it out of the compiled function to compile the rest.")
@@ -100,6 +106,10 @@ _REFUSED_HINTS = {
     torch.Tensor.detach_: _HINT_RUN_EAGERLY,
     torch.manual_seed: _HINT_RUN_EAGERLY,
     torch.autograd.grad: _HINT_RUN_EAGERLY,
+    torch.get_rng_state: _HINT_RUN_EAGERLY,
+    torch.set_rng_state: _HINT_RUN_EAGERLY,
+    torch.initial_seed: _HINT_RUN_EAGERLY,
+    torch.seed: _HINT_RUN_EAGERLY,
 }
 
 

@@ -43,7 +43,8 @@ class OutputSpec:
     """How the runtime wrapper produces one user output.
 
     kind "graph": `graph_outputs[index]`; "input": a view of input `index` (replay `chain`);
-    "output": a view of user output `index`; "constant": the Python value `value`.
+    "output": a view of user output `index`; "view": a view of `graph_outputs[index]` (a
+    hidden base, see `FunctionalGraph.hidden_bases`); "constant": the Python value `value`.
     """
 
     kind: str
@@ -68,6 +69,9 @@ class FunctionalGraph:
     output_requires_grad: tuple[bool, ...] = ()  # per user output, as traced
     # per mutated input: whether autograd tracks its new value (set by the forward trace)
     mutated_requires_grad: tuple[bool, ...] = ()
+    # (user graph output index, requires grad) of intermediates returned only through
+    # several views ("view" specs): graph outputs that are no user output
+    hidden_bases: list[tuple[int, bool]] = dataclasses.field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- functional variants
@@ -164,6 +168,7 @@ class _Functionalizer:
         self.scalars: dict[fx.Node, fx.Node] = {}  # Python-number results (`.item()`)
         self._mutation_items: dict[fx.Node, dict[int, fx.Node]] = {}  # mutating tuple ops
         self.keep_tail = 0
+        self.hidden_bases: list[tuple[int, bool]] = []
 
     # ------------------------------------------------------------ emitting
 
@@ -418,26 +423,38 @@ class _Functionalizer:
         user_values: list[fx.Node] = []
         # NOTE: a user output that is a view of another output (before or after it: `return
         # y.view(-1), y`) is made from it by the wrapper, so the two share memory as in eager.
+        # Several views of one intermediate that is not returned (`y.view(-1), y[0]`) are
+        # made from it too: it becomes a hidden graph output (a "view" spec's base).
         whole_outputs: dict[int, int] = {}  # id(storage) -> user output index (plain base)
+        views: dict[int, int] = {}  # id(storage) -> how many outputs view it
+        found: list[tuple[Alias, list[ViewStep] | None] | None] = []
         for i, out in enumerate(flat):
-            if isinstance(out, fx.Node) and out not in self.scalars:
-                alias = self.aliases[self.resolve(out)]
-                if alias.parent is None and alias.storage.input_index is None:
-                    whole_outputs.setdefault(id(alias.storage), i)
-        tracking = any(bool(getattr(n.meta.get("example_value"), "requires_grad", False))
-                       for n in self.gm.graph.nodes if n.op == "placeholder")
-        for i, out in enumerate(flat):
-            if not isinstance(out, fx.Node):
-                specs.append(OutputSpec("constant", value=out))
-                continue
-            if out in self.scalars:
-                specs.append(OutputSpec("graph", len(user_values)))
-                user_values.append(self.scalars[out])
+            if not isinstance(out, fx.Node) or out in self.scalars:
+                found.append(None)
                 continue
             resolved = self.resolve(out)
             alias = self.aliases[resolved]
-            storage = alias.storage
             chain = view_chain(resolved, self.aliases, self.producers, self.view_targets)
+            found.append((alias, chain))
+            if alias.storage.input_index is None:
+                if alias.parent is None:
+                    whole_outputs.setdefault(id(alias.storage), i)
+                elif chain is not None:
+                    views[id(alias.storage)] = views.get(id(alias.storage), 0) + 1
+        hidden: dict[int, int] = {}  # id(storage) -> graph output index of its hidden base
+        tracking = any(bool(getattr(n.meta.get("example_value"), "requires_grad", False))
+                       for n in self.gm.graph.nodes if n.op == "placeholder")
+        for i, out in enumerate(flat):
+            entry = found[i]
+            if not isinstance(out, fx.Node):
+                specs.append(OutputSpec("constant", value=out))
+                continue
+            if entry is None:  # a Python number computed by the graph
+                specs.append(OutputSpec("graph", len(user_values)))
+                user_values.append(self.scalars[out])
+                continue
+            alias, chain = entry
+            storage = alias.storage
             if chain is not None and tracking and not _requires_grad(out):
                 # NOTE: `x.detach()` may reach here as `alias` (decomposed): the replayed
                 # view must not require grad either.
@@ -448,6 +465,13 @@ class _Functionalizer:
             base = whole_outputs.get(id(storage))
             if base is not None and base != i and chain is not None:
                 specs.append(OutputSpec("output", base, tuple(chain)))
+                continue
+            if base is None and chain is not None and views.get(id(storage), 0) > 1:
+                if id(storage) not in hidden:
+                    hidden[id(storage)] = len(user_values)
+                    user_values.append(storage.current)
+                    self.hidden_bases.append((hidden[id(storage)], _requires_grad(storage.base)))
+                specs.append(OutputSpec("view", hidden[id(storage)], tuple(chain)))
                 continue
             specs.append(OutputSpec("graph", len(user_values)))
             user_values.append(self.read(out))
@@ -466,7 +490,7 @@ class _Functionalizer:
             isinstance(o, fx.Node) and isinstance(o.meta.get("example_value"), torch.Tensor)
             and bool(o.meta["example_value"].requires_grad) for o in flat)
         return FunctionalGraph(gm, mutated_indices, specs, len(user_values), len(kept),
-                               requires_grad)
+                               requires_grad, hidden_bases=list(self.hidden_bases))
 
 
 def _requires_grad(node: fx.Node) -> bool:

@@ -63,6 +63,10 @@ class Translator:
         self.started = False
         # Generators created by this frame and the frames it inlined (root frame only).
         self.generators: list[GeneratorValue] = []
+        # Root frame: times each instruction ran, and where to stop for a graph break.
+        self.visits: dict[int, int] = {}
+        self.stop_at: tuple[int, int] | None = None
+        self.stopped = False
         # The exception being handled (`sys.exc_info()`), set by PUSH_EXC_INFO.
         self.exc_info: Value | None = None
         # Set when this frame runs a GraphModule's generated forward (its nodes' metadata
@@ -110,6 +114,16 @@ class Translator:
                 generator.check_abandoned()
         return self.return_value
 
+    def run_to(self, stop: tuple[int, int]) -> bool:
+        """Run the root frame up to (not including) the `stop[1]`-th execution of
+        instruction `stop[0]`; False if it returned first."""
+        self.stop_at = stop
+        self.execute()
+        if self.stopped:
+            for generator in self.generators:
+                generator.check_abandoned()
+        return self.stopped
+
     def resume(self) -> Value | None:
         """Run a generator frame to its next yield: the yielded value, or None at return."""
         if self.return_value is not None:
@@ -140,7 +154,14 @@ class Translator:
         output.current_tx = self
         try:
             instructions = self.instructions
+            root = self.parent is None
             while self.return_value is None and self.yielded is None:
+                if root:
+                    visit = self.visits.get(self.ip, 0) + 1
+                    self.visits[self.ip] = visit
+                    if self.stop_at == (self.ip, visit):
+                        self.stopped = True
+                        return
                 ins = instructions[self.ip]
                 self.ip += 1
                 self.current = ins
@@ -156,6 +177,8 @@ class Translator:
                     self.unwind(raised)
         except Unsupported as e:
             e.where.insert(0, self.user_frame())
+            if self.parent is None and e.break_at is None:
+                e.break_at = (self.ip - 1, self.visits.get(self.ip - 1, 0))
             raise
         finally:
             output.current_tx = saved_tx
