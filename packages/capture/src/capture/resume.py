@@ -1,0 +1,221 @@
+"""Graph breaks with resume functions.
+
+In: a root frame whose trace stopped at an instruction capture cannot put in a graph (a
+call of an unsupported callable, a branch on a tensor's value), with the stack and locals
+the translator holds there. Out: the tail of the transformed code: it rebuilds the stack
+and locals, replays pending side effects, runs that one instruction for real, and returns
+what a resume function returns when called with the resulting stack and the live locals.
+A resume function is the original code entered at the next instruction (one per branch
+target for a jump); it is compiled on its first call like any other frame.
+
+Breaks are taken only in the root frame, outside try/with blocks, and at calls and
+conditional jumps; anywhere else the frame runs eagerly as a whole.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from bytecode import Bytecode, Label
+from bytecode.instr import Instr
+
+from capture.bytecode import codegen, versions
+from capture.bytecode.instructions import Instruction, decode, exception_handler
+from capture.graph_break import GraphBreakKind, Unsupported
+from capture.values import NULL, Value
+
+if TYPE_CHECKING:
+    from capture.interp.translator import Translator
+
+_CALLS = frozenset({"CALL", "CALL_KW", "CALL_FUNCTION_EX"})
+_BRANCHES = frozenset({"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE"})
+_STACK_ARG = "__capture_stack{}"
+
+
+@dataclass(frozen=True, slots=True)
+class BreakPoint:
+    """Where the root frame stops: instruction `index`, the `visit`-th time it is reached."""
+
+    index: int
+    visit: int
+
+
+def break_point(code: types.CodeType, error: Unsupported) -> BreakPoint | None:
+    """Where to break for `error`, or None when the frame must run eagerly as a whole."""
+    if error.break_at is None or error.kind is GraphBreakKind.EXCEPTION:
+        return None
+    index, visit = error.break_at
+    opname = decode(code)[index].opname
+    if opname not in _CALLS and opname not in _BRANCHES:
+        return None
+    if exception_handler(code, index) is not None or code.co_cellvars:
+        return None
+    return BreakPoint(index, visit)
+
+
+def select_branch(condition: object, if_true: object, if_false: object) -> object:
+    """The resume function of the branch `condition` takes (evaluated for real)."""
+    return if_true if condition else if_false
+
+
+def emit_break(
+    cg: codegen.CodeBuilder,
+    tx: Translator,
+    replay: Callable[[], None],
+    make_resume: Callable[[types.CodeType], Any],
+) -> None:
+    """Append the code that finishes the frame from the instruction `tx` stopped at."""
+    ins = tx.instructions[tx.ip]
+    stack_temps = [_keep(cg, value) for value in tx.stack]
+    # NOTE: a resume function's stack arguments are dead once its prologue ran.
+    local_temps = {
+        name: _keep(cg, value)
+        for name, value in tx.locals.items()
+        if not name.startswith(_STACK_ARG[:-2])
+    }
+    replay()
+    for temp in stack_temps:
+        _load(cg, temp)
+    if ins.opname in _BRANCHES:
+        condition = _new_temp(cg)
+        cg.store_fast(condition)
+        rest = stack_temps[:-1]
+        on_next = _resume_function(tx, tx.ip + 1, len(rest), list(local_temps), make_resume)
+        assert ins.target is not None
+        on_jump = _resume_function(tx, ins.target, len(rest), list(local_temps), make_resume)
+        if_true, if_false = (
+            (on_jump, on_next) if ins.opname == "POP_JUMP_IF_TRUE" else (on_next, on_jump)
+        )
+        cg.load_callable(select_branch)
+        cg.load_fast(condition)
+        cg.load_object(if_true)
+        cg.load_object(if_false)
+        cg.call_function(3)
+        chosen = _new_temp(cg)
+        cg.store_fast(chosen)
+        _call_temp(cg, chosen, [*rest, *local_temps.values()])
+        return
+    popped = _emit_call(cg, tx, ins)
+    depth = len(stack_temps) - popped + 1
+    results = [_new_temp(cg) for _ in range(depth)]
+    for temp in reversed(results):
+        cg.store_fast(temp)
+    resume = _resume_function(tx, tx.ip + 1, depth, list(local_temps), make_resume)
+    cg.load_callable(resume)
+    for temp in [*results, *local_temps.values()]:
+        _load(cg, temp)
+    cg.call_function(len(results) + len(local_temps))
+    cg.instrs.append(Instr("RETURN_VALUE"))
+
+
+_temp_ids = itertools.count()
+
+
+def _new_temp(cg: codegen.CodeBuilder) -> str:
+    """A local name no other part of the transformed code uses."""
+    return f"__capture_break{next(_temp_ids)}"
+
+
+def _keep(cg: codegen.CodeBuilder, value: Value) -> str | None:
+    """Rebuild `value` into a fresh local (None for the NULL of a call)."""
+    if value is NULL:
+        return None
+    cg.reconstruct(value)
+    temp = _new_temp(cg)
+    cg.store_fast(temp)
+    return temp
+
+
+def _load(cg: codegen.CodeBuilder, temp: str | None) -> None:
+    if temp is None:
+        cg.emit(versions.push_null())
+    else:
+        cg.load_fast(temp)
+
+
+def _call_temp(cg: codegen.CodeBuilder, fn_temp: str, args: list[str | None]) -> None:
+    if not versions.null_after_callable():
+        cg.emit(versions.push_null())
+    cg.load_fast(fn_temp)
+    if versions.null_after_callable():
+        cg.emit(versions.push_null())
+    for temp in args:
+        _load(cg, temp)
+    cg.call_function(len(args))
+    cg.instrs.append(Instr("RETURN_VALUE"))
+
+
+def _emit_call(cg: codegen.CodeBuilder, tx: Translator, ins: Instruction) -> int:
+    """Emit the call instruction `ins` as the original ran it; the stack items it pops."""
+    assert ins.arg is not None
+    if ins.opname == "CALL_FUNCTION_EX":
+        cg.instrs.append(Instr("CALL_FUNCTION_EX", ins.arg))
+        return 3 + (ins.arg & 1)
+    if ins.opname == "CALL_KW":  # 3.13+: the names tuple is on the stack already
+        cg.instrs.append(Instr("CALL_KW", ins.arg))
+        return ins.arg + 3
+    if tx.kw_names:
+        cg.emit(versions.call_kw(ins.arg, tx.kw_names))
+    else:
+        cg.emit(versions.call(ins.arg))
+    return ins.arg + 2
+
+
+def _resume_function(
+    tx: Translator,
+    index: int,
+    nstack: int,
+    local_names: list[str],
+    make_resume: Callable[[types.CodeType], Any],
+) -> Any:
+    return make_resume(resume_code(tx.code, index, nstack, local_names))
+
+
+def resume_code(
+    code: types.CodeType, index: int, nstack: int, local_names: list[str]
+) -> types.CodeType:
+    """`code` entered at instruction `index` with `nstack` stack items and `local_names`
+    bound, all passed as positional arguments (stack items first)."""
+    instructions = decode(code)
+    position = sum(1 for ins in instructions[:index] if ins.raw_opname != "EXTENDED_ARG")
+    bc = Bytecode.from_code(code)
+    items: list[Any] = list(bc)
+    seen = 0
+    at = len(items)
+    for i, item in enumerate(items):
+        if isinstance(item, Instr):
+            if seen == position:
+                at = i
+                break
+            seen += 1
+    label = Label()
+    items.insert(at, label)
+    stack_names = [_STACK_ARG.format(i) for i in range(nstack)]
+    entry: list[Any] = versions.prologue(len(code.co_freevars))
+    entry += [Instr("LOAD_FAST", name) for name in stack_names]
+    entry.append(Instr("JUMP_FORWARD", label))
+    for instr in entry:
+        if isinstance(instr, Instr):
+            instr.lineno = code.co_firstlineno
+    new = Bytecode(entry + items)
+    new.argnames = stack_names + local_names
+    new.argcount = len(new.argnames)
+    new.posonlyargcount = 0
+    new.kwonlyargcount = 0
+    new.freevars = list(bc.freevars)
+    new.cellvars = []
+    offset = instructions[index].offset
+    new.name = f"__resume_at_{offset}_{code.co_name}"
+    new.qualname = new.name
+    new.filename = bc.filename
+    new.first_lineno = bc.first_lineno
+    new.flags = bc.flags & ~(
+        inspect.CO_VARARGS | inspect.CO_VARKEYWORDS | versions.generator_flags()
+    )
+    new.docstring = None
+    return new.to_code()

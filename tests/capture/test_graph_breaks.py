@@ -1,0 +1,243 @@
+"""Graph breaks with resume functions: at a construct capture cannot put in a graph (a
+branch on a tensor's value, `print`, a `disable`d call, an opaque call) the graph so far is
+compiled, the construct runs for real and a resume function continues the frame, itself
+compiled. Results and side effects equal eager's over several calls; graph counts are at
+most torch.compile's on the same program, counted in the same run."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import capture
+import pytest
+import torch
+from _differential import CountingBackend, assert_same, fresh, t
+
+LOG: list[object] = []
+
+
+def _count_torch_graphs(fn, calls) -> int:
+    """Graphs torch.compile (the yardstick, with a counting eager backend) makes for `calls`."""
+    torch._dynamo.reset()
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    compiled = torch.compile(fn, backend=backend)
+    with contextlib.redirect_stdout(io.StringIO()):
+        for args in calls:
+            compiled(*fresh(args))
+    torch._dynamo.reset()
+    return len(graphs)
+
+
+def run_both(fn, calls, *, graphs: int | None = None, compare_torch: bool = False):
+    """Each call's args run eagerly and compiled (fresh copies); results, arguments after
+    the call and printed output compared; returns the backend."""
+    capture.reset()
+    backend = CountingBackend()
+    compiled = capture.optimize(fn, backend=backend)
+    for i, args in enumerate(calls):
+        e_args, c_args = fresh(args), fresh(args)
+        e_out, c_out = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(e_out):
+            expected = fn(*e_args)
+        with contextlib.redirect_stdout(c_out):
+            actual = compiled(*c_args)
+        assert_same(actual, expected, f"call {i + 1}: result")
+        assert_same(list(c_args), list(e_args), f"call {i + 1}: arguments after the call")
+        assert c_out.getvalue() == e_out.getvalue(), f"call {i + 1}: printed output"
+    if graphs is not None:
+        assert backend.frame_count == graphs, f"{backend.frame_count} graphs, expected {graphs}"
+    if compare_torch:
+        theirs = _count_torch_graphs(fn, calls)
+        assert backend.frame_count <= theirs, f"ours {backend.frame_count} > torch {theirs}"
+    return backend
+
+
+def branch_on_tensor(a, b):
+    x = a / (torch.abs(a) + 1)
+    if b.sum() < 0:
+        b = b * -1
+    return x * b
+
+
+def test_branch_on_a_tensor_value_one_graph_per_branch_taken():
+    pos, neg = t(4).abs(), -t(4, seed=1).abs()
+    backend = run_both(branch_on_tensor, [(t(4), pos), (t(4), neg), (t(4), pos), (t(4), neg)],
+                       graphs=3, compare_torch=True)
+    # the graph before the branch holds the division; each branch's graph the product
+    assert any("div" in str(n.target) for n in backend.call_nodes(0))
+
+
+def print_in_the_middle(x):
+    y = x.sin() * 2
+    print("between", y.shape)
+    return y.cos() + 1
+
+
+def test_print_in_the_middle_keeps_the_output_and_splits_once():
+    run_both(print_in_the_middle, [(t(3),), (t(3, seed=2),)], graphs=2, compare_torch=True)
+
+
+def item_then_python_arithmetic(x):
+    s = x.sum().item()
+    scale = s * 2 + 1
+    if scale > 0:
+        return x * 2
+    return x - 3
+
+
+def test_item_then_branch():
+    run_both(item_then_python_arithmetic, [(t(4).abs(),), (-t(4).abs(),), (t(4).abs(),)])
+
+
+@capture.disable
+def opaque(y):
+    return y * 3 + 1
+
+
+def calls_disabled(x):
+    y = x + 1
+    z = opaque(y)
+    return z * 2, y.sum()
+
+
+def test_disabled_call_is_a_break_around_that_call():
+    backend = run_both(calls_disabled, [(t(4),), (t(4, seed=3),)], graphs=2)
+    assert all(len(backend.call_nodes(i)) >= 1 for i in range(2))
+
+
+def effects_before_break(x, log, box):
+    log.append(x.sum())
+    box["n"] = box.get("n", 0) + 1
+    LOG.append(len(log))
+    print("effects")
+    log.append("after")
+    return x * box["n"]
+
+
+def test_side_effects_before_the_break_happen_once_and_in_order():
+    LOG.clear()
+    run_both(effects_before_break, [(t(2), [], {}), (t(2), [1], {"n": 5})])
+    # eager, compiled, eager, compiled: each entry the length of that call's list
+    assert LOG == [1, 1, 2, 2]
+
+
+def two_breaks(x):
+    y = x + 1
+    print("one")
+    z = y * 2
+    print("two")
+    return z - y
+
+
+def test_two_breaks_three_graphs():
+    run_both(two_breaks, [(t(3),), (t(3, seed=4),)], graphs=3, compare_torch=True)
+
+
+def locals_after_break(x, n):
+    total = x * 0
+    k = n + 1
+    print("k", k)
+    for i in range(k):
+        total = total + x * i
+    return total, k
+
+
+def test_locals_survive_the_break():
+    run_both(locals_after_break, [(t(3), 2), (t(3), 2)])
+
+
+def break_inside_loop(x):
+    for i in range(3):
+        x = x + i
+        print("iteration", i)
+    return x
+
+
+def test_break_inside_a_loop_keeps_eager_results():
+    run_both(break_inside_loop, [(t(3),), (t(3),)])
+
+
+def break_inside_no_grad(x):
+    with torch.no_grad():
+        y = x * 2
+        print("inside")
+    return y + x
+
+
+def test_break_inside_with_block_keeps_eager_semantics():
+    run_both(break_inside_no_grad, [(t(3, requires_grad=True),), (t(3, requires_grad=True),)])
+
+
+def _helper_with_print(y):
+    z = y.exp()
+    print("helper")
+    return z + 1
+
+
+def break_inside_inlined_call(x):
+    y = x * 2
+    return _helper_with_print(y) - y
+
+
+def test_break_inside_an_inlined_call():
+    run_both(break_inside_inlined_call, [(t(3),), (t(3, seed=5),)])
+
+
+def keyword_call_break(x, g):
+    noise = torch.randn(x.shape, generator=g)
+    return x + noise
+
+
+def test_break_at_a_keyword_call():
+    capture.reset()
+    compiled = capture.optimize(keyword_call_break, backend=CountingBackend())
+    g_e, g_c = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    for _ in range(3):
+        x = t(4)
+        assert_same(compiled(x, g_c), keyword_call_break(x, g_e))
+
+
+def closure_break():
+    scale = 3.0
+
+    def f(x):
+        y = x * scale
+        print("closure")
+        return y + scale
+
+    return f
+
+
+def test_break_in_a_closure():
+    run_both(closure_break(), [(t(3),), (t(3, seed=6),)], graphs=2)
+
+
+def training_through_break(w, x):
+    h = (x @ w).relu()
+    if h.sum() > 0:
+        h = h * 2
+    return (h - 1).pow(2).mean()
+
+
+def test_gradients_through_a_graph_break():
+    capture.reset()
+    compiled = capture.optimize(training_through_break, backend=CountingBackend())
+    for seed in range(3):
+        w_e = t(4, 3, seed=seed, requires_grad=True)
+        w_c = w_e.detach().clone().requires_grad_()
+        x = t(2, 4, seed=seed + 10)
+        training_through_break(w_e, x).backward()
+        compiled(w_c, x).backward()
+        assert_same(w_c.grad, w_e.grad, "grad")
+
+
+def test_fullgraph_still_raises_at_the_first_break():
+    compiled = capture.optimize(print_in_the_middle, backend=CountingBackend(), fullgraph=True)
+    with pytest.raises(Exception, match="print"):
+        compiled(t(3))
