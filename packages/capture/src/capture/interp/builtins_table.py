@@ -872,7 +872,43 @@ def call_callable_object(tx: Translator, obj: Any, args: list[Value], kwargs: di
                 value = get_attr(tx, value, part)
             values.append(value)
         return values[0] if len(values) == 1 else TupleValue(values)
+    if isinstance(obj, _LRU_CACHE_WRAPPER):
+        return _call_lru_cached(tx, obj, args, kwargs)
     return None
+
+
+_LRU_CACHE_WRAPPER = type(functools.lru_cache(maxsize=None)(lambda: None))
+
+
+def _call_lru_cached(
+    tx: Translator, fn: Any, args: list[Value], kwargs: dict[str, Value]
+) -> Value | None:
+    """A `functools.lru_cache` function called with known objects: called for real now.
+
+    NOTE: eager gets the cached result on every later call too (transformers'
+    `logger.warning_once` logs once either way); tensors or values known only symbolically
+    make it an ordinary call (traced into or unsupported).
+    """
+    from capture.values.wrap import wrap
+
+    real_args: list[object] = []
+    for value in [*args, *kwargs.values()]:
+        ok, obj = operators.python_constant(value)
+        if not ok:
+            ok, obj = operators.real_object(value)
+        if not ok or isinstance(obj, torch.Tensor):
+            return None
+        real_args.append(obj)
+    positional = real_args[: len(args)]
+    keywords = dict(zip(kwargs, real_args[len(args) :]))
+    try:
+        result = fn(*positional, **keywords)
+    except Exception as e:  # noqa: BLE001  # not cached, so eager calls it again: run eagerly
+        raise unsupported(
+            GraphBreakKind.EXCEPTION, f"{getattr(fn, '__name__', fn)} raised {e!r}"
+        ) from None
+    tx.output.keepalive.append(result)
+    return wrap(tx.output, result, None)
 
 
 # NOTE: imported last, for registration: these modules use the helpers above.
