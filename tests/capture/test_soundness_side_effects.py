@@ -246,6 +246,119 @@ def f(x):
     return x * len(ITEMS)
 """
 
+INSTANCE_CLASS_COUNTER = """
+class Model:
+    calls = 0
+    seen = {}
+
+    def step(self, x):
+        type(self).calls += 1
+        self.__class__.seen[self.calls] = x.sum()
+        return x * self.calls
+
+M = Model()
+
+def f(x):
+    return M.step(x)
+"""
+
+INHERITED_CLASS_COUNTER = """
+class Base:
+    count = 0
+
+class Child(Base):
+    pass
+
+def f(x):
+    Child.count += 1
+    Base.count += 10
+    return x + Child.count + Base.count
+"""
+
+HELPER_MUTATES_ITS_MODULE = """
+def f(x):
+    othermod.bump(x)
+    return x * othermod.CFG.n
+"""
+OTHERMOD_CFG = """
+class Cfg:
+    n = 0
+
+CFG = Cfg()
+CFG.n = 1
+SEEN = {}
+
+def bump(v):
+    CFG.n += 1
+    SEEN[CFG.n] = v
+"""
+
+MUTABLE_DEFAULT_DICT = """
+def f(x, cache={}, hits=[0]):
+    key = x.shape[0]
+    if key in cache:
+        hits[0] += 1
+        return cache[key] + hits[0]
+    cache[key] = x * 2
+    return cache[key]
+"""
+
+CLOSURE_CONTAINER = """
+def make():
+    log = []
+    state = {"n": 0}
+    def f(x):
+        state["n"] += 1
+        log.append((state["n"], x))
+        return x * state["n"]
+    return f
+
+f = make()
+"""
+
+NEW_LIST_STORED_TWICE = """
+class Holder:
+    pass
+
+H = Holder()
+REG = []
+
+def f(x):
+    fresh = [x, x * 2]
+    H.latest = fresh
+    REG.append(fresh)
+    fresh.append(x * 3)
+    return fresh
+"""
+
+ARG_OBJECT_AND_LIST = """
+def f(x, box, items):
+    box.value = box.value + 1
+    items.append(box)
+    items[0] = items[-1]
+    return x * box.value, items
+"""
+
+
+class Box:
+    def __init__(self) -> None:
+        self.value = 1
+
+
+def _args_box(i: int) -> tuple[Any, ...]:
+    box = Box()
+    box.value = i
+    return (torch.arange(3.0), box, ["first"])
+
+
+def _bump_base(ns: dict[str, Any], i: int) -> None:
+    if i == 3:
+        ns["Base"].count = 100
+
+
+def _shapes(i: int) -> tuple[Any, ...]:
+    return (torch.ones(2 + i % 2),)
+
 
 def _reset_registry(ns: dict[str, Any], i: int) -> None:
     if i == 2:
@@ -303,6 +416,14 @@ CASES: list[Any] = [
     ("read_after_mutation", READ_AFTER_MUTATION, _x, None, None, None),
     ("dict_set_global", DICT_SET_GLOBAL, _args_key, None, None, 3),
     ("list_delitem_setitem", LIST_ITEM_ATTR_AND_DELITEM, _x, None, None, None),
+    ("instance_class_counter", INSTANCE_CLASS_COUNTER, _x, None, None, None),
+    ("inherited_class_counter", INHERITED_CLASS_COUNTER, _x, _bump_base, None, None),
+    ("helper_mutates_its_module", HELPER_MUTATES_ITS_MODULE, _x, None, {"othermod": OTHERMOD_CFG},
+     None),
+    ("mutable_default_dict", MUTABLE_DEFAULT_DICT, _shapes, None, None, None),
+    ("closure_container", CLOSURE_CONTAINER, _x, None, None, None),
+    ("new_list_stored_twice", NEW_LIST_STORED_TWICE, _x, None, None, 2),
+    ("arg_object_and_list", ARG_OBJECT_AND_LIST, _args_box, None, None, None),
 ]
 
 

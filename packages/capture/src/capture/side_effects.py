@@ -64,6 +64,21 @@ class SideEffects:
             return None
         return entry[1].get(name)
 
+    def pending_class_attr(self, cls: type, name: str) -> Value | None:
+        """The value written earlier in this trace to `name` on `cls` or the base class that a
+        lookup through `cls` (or one of its instances) finds first, if any."""
+        from capture.interp.handlers_load_store import DELETED
+
+        for klass in cls.__mro__:
+            entry = self.attr_writes.get(id(klass))
+            if entry is not None and name in entry[1]:
+                if entry[1][name] is DELETED:
+                    continue  # `del K.x` here: the lookup goes on to the bases
+                return entry[1][name]
+            if name in vars(klass):
+                return None
+        return None
+
     def store_global(self, f_globals: dict[str, object], name: str, value: Value) -> None:
         """Record `global name; name = value`."""
         self.global_writes[(id(f_globals), name)] = (f_globals, name, value)

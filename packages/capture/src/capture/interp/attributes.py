@@ -80,7 +80,8 @@ def _get_attr(tx: Translator, value: Value, name: str) -> Value:
     if isinstance(value, ConstantValue):
         obj = value.value
         if isinstance(obj, type):
-            pending = output.side_effects.pending_attr(value, name)
+            # A write earlier in this trace to the class or a base it inherits `name` from.
+            pending = output.side_effects.pending_class_attr(obj, name)
             if pending is not None:
                 return pending
         try:
@@ -261,7 +262,11 @@ def _object_attr(tx: Translator, ov: ObjectValue, name: str) -> Value:
         return ConstantValue(ov.cls)
     if name == "__dict__" and ov.obj is None:
         return DictValue({k: (ConstantValue(k), v) for k, v in ov.attrs.items()})
+    class_pending = output.side_effects.pending_class_attr(
+        ov.cls if ov.obj is None else type(ov.obj), name)
     if ov.obj is None:
+        if class_pending is not None:
+            return class_pending
         found = _class_attr(tx, ov, ov.cls, name)
         if found is not None:
             return found
@@ -278,6 +283,8 @@ def _object_attr(tx: Translator, ov: ObjectValue, name: str) -> Value:
     instance_dict = getattr(obj, "__dict__", None)
     if isinstance(instance_dict, dict) and name in instance_dict:
         return wrap(output, instance_dict[name], AttrSource(src, name) if src else None)
+    if class_pending is not None:
+        return class_pending  # `type(self).n += 1; self.n`: the class write, not the old value
     static = None
     for klass in type(obj).__mro__:
         if name in klass.__dict__:
