@@ -290,6 +290,38 @@ def test_warm_cache_needs_no_compiler(good: pathlib.Path, tmp_path: pathlib.Path
     assert out.stderr.count("native checker unavailable") == 1, out.stderr
 
 
+_BACKGROUND = textwrap.dedent("""
+    import torch
+    from guards import GuardBuilder, LocalSource, TensorMatch, compile_guard
+    from guards.native import load_native, native_status
+    t = torch.randn(2, 3)
+    tree = GuardBuilder().add(LocalSource('x'), TensorMatch.from_tensor(t)).build()
+    first = compile_guard(tree)  # NOTE: starts the background build
+    print(native_status().split(' into ')[0])
+    assert load_native(wait=True) is not None, native_status()
+    later = compile_guard(tree)
+    for guard in (first, later):
+        answers = [guard.fn({'x': v}, {}) for v in (t, torch.randn(2, 3), t.double(), t.t())]
+        assert answers == [True, True, False, False], answers
+    print(first.native, later.native, native_status().split(' ')[0])
+""")
+
+
+def test_background_build_with_an_unusable_cache_dir(good: pathlib.Path,
+                                                     tmp_path: pathlib.Path) -> None:
+    cxx = _stand_in_compiler(tmp_path, good)
+    regular = tmp_path / "a-file"
+    regular.write_bytes(b"not a directory")
+    out = subprocess.run([sys.executable, "-c", _BACKGROUND], capture_output=True, text=True,
+                         env=_env(tmp_path, cxx, regular), timeout=300, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["building", "in", "the", "background", "False", "True",
+                                  "loaded"], (out.stdout, out.stderr[-2000:])
+    assert out.stderr.count("is not usable") == 1, out.stderr
+    assert "unavailable" not in out.stderr
+    assert regular.read_bytes() == b"not a directory" and _compiler_runs(tmp_path) == 1
+
+
 # ---- where the cache is ----------------------------------------------------------------
 
 

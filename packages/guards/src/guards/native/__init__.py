@@ -95,7 +95,7 @@ def _advance(wait: bool) -> None:
                 _accept(cached)  # NOTE: a failed self-test is final, not rebuilt
                 return
             _build = build.start_background(plan)
-            _status = f"building in the background into {plan.path}"
+            _status = f"building in the background into {_build.plan.path}"
             LOG.info("guards: native checker %s; guards stay pure Python until it is done",
                      _status)
     except Exception as exc:  # noqa: BLE001  # any failure: fall back to pure Python

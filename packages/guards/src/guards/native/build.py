@@ -26,6 +26,7 @@ whether it is done without waiting.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.machinery
 import importlib.resources
@@ -350,12 +351,14 @@ def background_command(plan: BuildPlan) -> list[str]:
 def start_background(plan: BuildPlan) -> BackgroundBuild:
     """Start building `plan` in a detached process; raises NativeBuildError if it cannot
     start. It runs in the cache directory (so that nothing in this process's working
-    directory can shadow the packages it imports)."""
+    directory can shadow the packages it imports); in a private one if that cannot be
+    written (the returned build's `plan.path` says where)."""
     try:
-        plan.path.parent.mkdir(parents=True, exist_ok=True)
+        directory = open_cache(plan.path.parent).writable_directory()
     except OSError as exc:
-        raise NativeBuildError(f"cannot create the cache directory {plan.path.parent}: "
-                               f"{exc}") from exc
+        raise NativeBuildError(f"no cache directory to build in: {exc}") from exc
+    if directory != plan.path.parent:
+        plan = dataclasses.replace(plan, path=directory / plan.path.name)
     log = tempfile.TemporaryFile(prefix="guards-native-build-")  # noqa: SIM115  # see result()
     try:
         process = subprocess.Popen(background_command(plan), stdin=subprocess.DEVNULL,

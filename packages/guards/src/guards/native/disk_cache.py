@@ -157,6 +157,13 @@ class DiskCache:
         """Whether writes go to a private folder because the configured one is unusable."""
         return self._private is not None
 
+    def writable_directory(self) -> Path:
+        """The folder to write to: `directory`, a private one if it cannot be written (one
+        warning). Raises OSError if no private folder can be made either."""
+        if self._unwritable is not None and not self.degraded:
+            self.degrade(self._unwritable)
+        return self.directory
+
     @property
     def writable(self) -> bool:
         """Whether `directory` can be written (else: read what it has, write nothing)."""
@@ -337,8 +344,7 @@ class DiskCache:
         place with its hash recorded. Builds of one name are serialized across processes;
         an unusable folder means building in a private one. Exceptions of `produce` (other
         than OSError) propagate, with its temporary files removed."""
-        if self._unwritable is not None and not self.degraded:
-            self.degrade(self._unwritable)
+        self.writable_directory()
         try:
             return self._store_in(name, key, produce, limit_bytes)
         except OSError as exc:
