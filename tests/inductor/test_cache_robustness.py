@@ -336,3 +336,18 @@ def test_size_limit_evicts_least_recently_used(tmp_path: pathlib.Path) -> None:
     assert sorted(p.name for p in tmp_path.glob("e*.so")) == ["e1.so", "e3.so"]
     assert cache.lookup("e1.so", "k1") is not None and cache.lookup("e2.so", "k2") is None
     assert not (tmp_path / "e2.lock").exists()
+
+
+def test_evicted_library_drops_its_index_records(tmp_path: pathlib.Path) -> None:
+    from inductor.runtime import cpp_build
+
+    cache = DiskCache(tmp_path, "test", logging.getLogger("test"),
+                      on_evict=cpp_build._forget_index)
+    cache.write_record("index", "kernel_a.f", "lib_a.so")
+    cache.write_record("index", "kernel_b.f", "lib_b.so")
+    old = cache.store("lib_a.so", "a", lambda out: out.write_bytes(os.urandom(600_000)), 0)
+    os.utime(old.with_name(old.name + ".sha256"), (time.time() - 100,) * 2)
+    cache.store("lib_b.so", "b", lambda out: out.write_bytes(os.urandom(600_000)), 1_000_000)
+    assert not old.exists()
+    assert cache.records("index") == ["kernel_b.f"]
+    assert cache.read_record("index", "kernel_b.f") == "lib_b.so"
