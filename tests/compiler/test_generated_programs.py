@@ -158,6 +158,16 @@ KNOWN_BUGS = {
                  grad=False, grad_mode="nonleaf"),
         ("aot_eager", "inductor"),
     ),
+    "F4b enable_grad() under no_grad: a tensor stored on an object loses requires_grad": (
+        _program("with torch.enable_grad():", "    obj.w = (y - y.amax())", "return y",
+                 grad=False, grad_mode="nonleaf"),
+        ("aot_eager", "inductor"),
+    ),
+    "F6 in-place op on a non-leaf input saved for backward fails the forward call": (
+        _program("D['a'] = ((y @ x) * 0.25)", "x.clamp_(-1.0, 1.0)", "return x",
+                 grad_mode="nonleaf"),
+        ("aot_eager", "inductor"),
+    ),
 }
 
 
