@@ -149,6 +149,49 @@ def f(x):
     return x * first, list(r)
 """
 
+ENUMERATE_APPENDED = """
+def f(x, lst):
+    seen = []
+    for i, v in enumerate(lst):
+        if v < 3 and len(lst) < 6:
+            lst.append(v + 10)
+        seen.append((i, v))
+    return x + len(seen), seen
+"""
+
+ITER_NEXT_APPENDED = """
+def f(x, lst):
+    it = iter(lst)
+    first = next(it)
+    lst.append(99)
+    rest = list(it)
+    return x * first, rest
+"""
+
+SET_POP_AND_ORDER = """
+def f(x):
+    s = set()
+    for v in (40, 8, 3, 16, 1, 24):
+        s.add(v)
+    s.discard(8)
+    s.add(32)
+    first = s.pop()
+    return x + first, first, list(s), {v % 5 for v in s}
+"""
+
+DICT_POPITEM_ORDER = """
+def f(x, d):
+    d["z"] = 0
+    last = d.popitem()
+    merged = {**d, "a": -1, **{"q": 1}}
+    return x + len(merged), last, list(merged.items()), dict.fromkeys(d, 0)
+"""
+
+MIN_MAX_TIES = """
+def f(x, items):
+    return x, min(items, key=lambda p: p[1]), max(items, key=lambda p: p[1]), sorted(items, key=lambda p: p[1])
+"""
+
 
 def _dicts(i: int) -> tuple[Any, ...]:
     return (torch.arange(3.0), {"a": i, "b": 2})
@@ -190,6 +233,11 @@ CASES: list[Any] = [
     ("sorted_reversed", SORTED_REVERSED, _pairs, None, None),
     ("mixed_number_sort", MIXED_NUMBER_SORT, _x, None, None),
     ("reversed_iterator_of_global", REVERSED_ITERATOR_OF_GLOBAL, _x, None, None),
+    ("enumerate_appended", ENUMERATE_APPENDED, _lists, None, None),
+    ("iter_next_appended", ITER_NEXT_APPENDED, _lists, None, None),
+    ("set_pop_and_order", SET_POP_AND_ORDER, _x, None, None),
+    ("dict_popitem_order", DICT_POPITEM_ORDER, _dicts, None, None),
+    ("min_max_ties", MIN_MAX_TIES, _pairs, None, None),
 ]
 
 

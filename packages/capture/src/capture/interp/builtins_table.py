@@ -30,6 +30,7 @@ from capture.values import (
     DictViewValue,
     FunctionValue,
     IteratorValue,
+    LazyIteratorValue,
     ListValue,
     MethodValue,
     ModuleValue,
@@ -380,6 +381,8 @@ def _items(tx: Translator, value: Value) -> list[Value]:
 
 @special(zip)
 def _zip(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    if "strict" not in kwargs:
+        return LazyIteratorValue([iterate(tx, a) for a in args])
     lists = [_items(tx, a) for a in args]
     if kwargs.get("strict") is not None and _const(kwargs["strict"], "strict"):
         if len({len(x) for x in lists}) > 1:
@@ -392,9 +395,7 @@ def _enumerate(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> V
     start = _const(args[1], "start") if len(args) > 1 else 0
     if "start" in kwargs:
         start = _const(kwargs["start"], "start")
-    return IteratorValue(
-        [TupleValue([ConstantValue(i + start), x]) for i, x in enumerate(_items(tx, args[0]))]
-    )
+    return LazyIteratorValue([iterate(tx, args[0])], start)
 
 
 @special(reversed)

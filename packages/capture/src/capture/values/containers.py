@@ -443,3 +443,40 @@ class DictViewValue(Value):
 
     def describe(self) -> str:
         return f"dict_{self.kind}"
+
+
+class LazyIteratorValue(IteratorValue):
+    """`enumerate(...)` / `zip(...)` over iterators, advanced one item at a time, so the
+    items of a list appended while iterated are seen as eager sees them."""
+
+    __slots__ = ("inners", "count")
+
+    def __init__(self, inners: list[IteratorValue], count: int | None = None) -> None:
+        super().__init__([])
+        self.inners = inners
+        self.count = count  # enumerate's next number; None for zip
+
+    def next_item(self) -> Value | None:
+        from capture.values.constant import ConstantValue
+
+        if not self.inners:
+            return None
+        parts: list[Value] = []
+        for inner in self.inners:
+            item = inner.next_item()
+            if item is None:
+                return None
+            parts.append(item)
+        if self.count is not None:
+            parts.insert(0, ConstantValue(self.count))
+            self.count += 1
+        return TupleValue(parts)
+
+    def unpack(self) -> list[Value]:
+        rest: list[Value] = []
+        while (item := self.next_item()) is not None:
+            rest.append(item)
+        return rest
+
+    def describe(self) -> str:
+        return "enumerate iterator" if self.count is not None else "zip iterator"
