@@ -462,3 +462,94 @@ def test_global_module_hooks_added_after_first_call(register, backend):
         runner(backend)(lambda x: net(x), steps(remove, add, remove))
     finally:
         remove()
+
+
+# -- attributes found missing, added later ---------------------------------------------------
+def hasattr_extra(x):
+    if hasattr(_OBJ, "extra"):
+        return x * 2
+    return x
+
+
+def getattr_default_on_class(x):
+    return x * getattr(K, "factor", 1.0)
+
+
+def getattr_default_on_child(x):
+    return x * getattr(Child, "factor", 1.0)
+
+
+def getattr_default_on_module(x):
+    return x + getattr(helpers, "OFFSET", 0.0)
+
+
+def _del(obj, name):
+    def undo():
+        if name in vars(obj):
+            delattr(obj, name)
+    return undo
+
+
+@pytest.mark.parametrize("fn, owner, name, value", [
+    pytest.param(hasattr_extra, K, "extra", 1, id="hasattr_class_attr_added"),
+    pytest.param(hasattr_extra, _OBJ, "extra", 1, id="hasattr_instance_attr_added"),
+    pytest.param(getattr_default_on_class, K, "factor", 3.0, id="getattr_default_class"),
+    pytest.param(getattr_default_on_child, Base, "factor", 3.0, id="getattr_default_base_class"),
+    pytest.param(getattr_default_on_module, helpers, "OFFSET", 5.0, id="getattr_default_module"),
+])
+def test_missing_attribute_added_later(fn, owner, name, value, backend):
+    undo = _del(owner, name)
+    try:
+        runner(backend)(fn, steps(undo, setter(owner, name, value), undo))
+    finally:
+        undo()
+
+
+# -- library modules reached through torch's own code ----------------------------------------
+class GeluNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.act = nn.GELU()
+
+    def helper(self, x):
+        return x * 2
+
+    def forward(self, x):
+        return self.helper(self.act(x))
+
+
+_GELU_NET = GeluNet()
+
+
+def calls_gelu_net(x):
+    return _GELU_NET(x)
+
+
+def test_monkeypatch_seen_by_torch_module_code(backend):
+    original = F.gelu
+    try:
+        runner(backend)(calls_gelu_net, steps(lambda: setattr(F, "gelu", original),
+                                              lambda: setattr(F, "gelu", lambda x, **kw: x * 0),
+                                              lambda: setattr(F, "gelu", original)))
+    finally:
+        F.gelu = original
+
+
+def test_module_helper_method_replaced(backend):
+    def plain():
+        _GELU_NET.__dict__.pop("helper", None)
+        GeluNet.helper = _GELU_HELPER
+
+    def on_instance():
+        _GELU_NET.helper = lambda x: x - 1
+
+    def on_class():
+        _GELU_NET.__dict__.pop("helper", None)
+        GeluNet.helper = lambda self, x: x + 10
+    try:
+        runner(backend)(calls_gelu_net, steps(plain, on_instance, plain, on_class, plain))
+    finally:
+        plain()
+
+
+_GELU_HELPER = GeluNet.helper

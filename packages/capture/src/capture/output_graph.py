@@ -76,7 +76,7 @@ class OutputGraph:
         self.code_name = code_name
         self.inputs: list[tuple[Source, torch.Tensor, TensorValue]] = []
         self.input_by_id: dict[int, TensorValue] = {}
-        self.guards: dict[tuple[Source, GuardKind], GuardRecord] = {}
+        self.guards: dict[tuple[object, ...], GuardRecord] = {}
         self.side_effects = SideEffects()
         # Values already built for real objects (by id), so aliasing is preserved.
         self.wrapped: dict[int, Value] = {}
@@ -90,7 +90,9 @@ class OutputGraph:
 
     # -- guards ------------------------------------------------------------------------
     def add_guard(self, source: Source, kind: GuardKind, expected: Any = None) -> None:
-        key = (source, kind)
+        key: tuple[object, ...] = (source, kind)
+        if kind is GuardKind.KEY_ABSENT:
+            key = (source, kind, expected)  # NOTE: one namespace, several names
         if key not in self.guards:
             self.guards[key] = GuardRecord(source, kind, expected)
 

@@ -8,6 +8,7 @@ how it renders for messages, how it fetches a value, and the Python expression t
 
 from __future__ import annotations
 
+import keyword
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -177,10 +178,10 @@ class AttrSource(_ChainedSource):
         return getattr(base, self.attr)
 
     def code(self, base: str, const: Callable[[object], str]) -> str:
-        if self.attr.isidentifier() and not self.attr.startswith("__"):
+        if self.attr.isidentifier() and not keyword.iskeyword(self.attr):
+            # NOTE: no name mangling here: the generated guard is not inside a class body.
             return f"{base}.{self.attr}"
-        # NOTE: getattr avoids name mangling and allows non-identifier attribute names.
-        return f"getattr({base}, {self.attr!r})"
+        return f"getattr({base}, {self.attr!r})"  # NOTE: keywords, non-identifier names
 
 
 @dataclass(frozen=True, slots=True)

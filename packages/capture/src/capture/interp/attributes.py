@@ -49,13 +49,41 @@ class AttrMissing(Exception):
 
 
 def get_attr(tx: Translator, value: Value, name: str) -> Value:
-    """`value.name`; raises AttrMissing if the attribute does not exist."""
-    result = _get_attr(tx, value, name)
+    """`value.name`; raises AttrMissing if the attribute does not exist (guarded so: adding
+    it later recompiles)."""
+    try:
+        result = _get_attr(tx, value, name)
+    except AttrMissing:
+        _guard_absent(tx, value, name)
+        raise
     from capture.interp.handlers_load_store import DELETED
 
     if result is DELETED:
         raise AttrMissing(name)
     return result
+
+
+def _guard_absent(tx: Translator, value: Value, name: str) -> None:
+    """Guard every namespace where `name` would be found if it were added: the instance
+    `__dict__` (and a module's parameter, buffer and child tables), the classes of the MRO,
+    a module's globals."""
+    if tx.output.side_effects.pending_attr(value, name) is not None:
+        return  # NOTE: deleted while tracing: the real object still has it
+    real, src = _real_object(value)
+    if real is not None:
+        lookup_guards.guard_not_shadowed(tx, real, src, name)
+        if isinstance(value, ModuleValue) and src is not None:
+            for table in ("_parameters", "_buffers", "_modules"):
+                tx.output.add_guard(AttrSource(src, table), GuardKind.KEY_ABSENT, name)
+        lookup_guards.guard_class_lookup(tx, type(real), name)
+        return
+    if isinstance(value, ConstantValue):
+        obj = value.value
+        if isinstance(obj, type):
+            lookup_guards.guard_class_lookup(tx, obj, name)
+        elif isinstance(obj, types.ModuleType):
+            tx.output.add_guard(ConstSource.of(vars(obj), f"vars({obj.__name__})"),
+                                GuardKind.KEY_ABSENT, name)
 
 
 def _get_attr(tx: Translator, value: Value, name: str) -> Value:
