@@ -168,6 +168,14 @@ KNOWN_BUGS = {
                  grad_mode="nonleaf"),
         ("aot_eager", "inductor"),
     ),
+    "F7 an input only a stored-aside value depends on gets a zero grad, not None": (
+        _program("LOG.append(torch.maximum(x, y))", "return (y * 2)", grad_mode="leaf"),
+        ("aot_eager", "inductor"),
+    ),
+    "F8 y.detach() stored under no_grad requires grad": (
+        _program("obj.w = y.detach()", "return (y * 2)", grad=False, grad_mode="leaf"),
+        ("inductor",),
+    ),
 }
 
 
