@@ -159,7 +159,77 @@ def test_grad_mode_switched_twice_and_caller_mode_changes_between_calls(backend:
           grad_mode=lambda k: k % 2 == 0)
 
 
+def test_graph_break_inside_no_grad_block(backend: str) -> None:
+    def f(x):
+        with torch.no_grad():
+            y = x * 2
+            print(end="")  # a graph break inside the block
+            z = y * x
+        return z + x, y
+
+    check(f, lambda k: [randn(3, seed=k, requires_grad=True)], backend)
+
+
+def test_graph_break_inside_enable_grad_under_no_grad(backend: str) -> None:
+    def f(x):
+        with torch.enable_grad():
+            y = x * 2
+            print(end="")
+            z = y * x
+        return z, x * 3
+
+    check(f, lambda k: [randn(3, seed=k, requires_grad=True)], backend,
+          grad_mode=lambda k: False)
+
+
+def test_module_updates_its_weights_under_no_grad_then_trains(backend: str) -> None:
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 3)
+            self.register_buffer("count", torch.zeros(()))
+
+        def forward(self, x):
+            with torch.no_grad():
+                self.count += 1
+                self.lin.weight.mul_(0.9)
+            return self.lin(x).sum()
+
+    torch.manual_seed(0)
+    eager = Model()
+    torch.manual_seed(0)
+    model = Model()
+    compiled = compiler.compile(model, backend=backend)
+    for k in range(3):
+        x = randn(2, 3, seed=k)
+        e, c = eager(x), compiled(x)
+        same(c, e, f"call {k + 1}: result")
+        e.backward()
+        c.backward()
+        for name, param in eager.named_parameters():
+            same(dict(model.named_parameters())[name].grad, param.grad, f"{name}.grad")
+        same(model.lin.weight, eager.lin.weight, "weight after the call")
+        same(model.count, eager.count, "buffer after the call")
+
+
 # --------------------------------------------------------------------------- RNG
+
+
+def _check_seeded(fn: Callable[..., Any], backend: str) -> None:
+    """`fn` seeds the generator itself: exact on eager's RNG; with inductor's own generator
+    every call draws the same numbers, and the same numbers as after a seeding outside."""
+    if backend in EXACT_RNG:
+        check(fn, lambda k: [randn(3, seed=k)], backend)
+        return
+    compiled = compiler.compile(fn, backend=backend)
+    x = torch.zeros(3)
+    torch.manual_seed(1)
+    first = compiled(x)
+    after_first = torch.get_rng_state()
+    torch.manual_seed(2)
+    second = compiled(x)
+    assert torch.equal(first, second), "a function that seeds itself drew different numbers"
+    assert torch.equal(torch.get_rng_state(), after_first)
 
 
 def test_manual_seed_inside_function(backend: str) -> None:
@@ -167,7 +237,7 @@ def test_manual_seed_inside_function(backend: str) -> None:
         torch.manual_seed(7)
         return x + torch.rand(3)
 
-    check(f, lambda k: [randn(3, seed=k)], backend)
+    _check_seeded(f, backend)
 
 
 def test_set_rng_state_inside_function(backend: str) -> None:
@@ -177,7 +247,7 @@ def test_set_rng_state_inside_function(backend: str) -> None:
         torch.set_rng_state(state)
         return x + torch.randn(3)
 
-    check(f, lambda k: [randn(3, seed=k)], backend)
+    _check_seeded(f, backend)
 
 
 def test_initial_seed_read_inside_function(backend: str) -> None:
@@ -255,6 +325,38 @@ def test_autograd_grad_with_create_graph(backend: str) -> None:
         return g.sum(), g
 
     check(f, lambda k: [randn(3, seed=k, requires_grad=True)], backend)
+
+
+def test_gradient_penalty_through_a_compiled_model(backend: str) -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    compiled = compiler.compile(model, backend=backend)
+    for k in range(3):
+        grads = []
+        for run in (model, compiled):
+            model.zero_grad()
+            x = randn(4, 3, seed=k, requires_grad=True)
+            out = run(x)
+            (gx,) = torch.autograd.grad(out.sum(), x, create_graph=True)
+            loss = out.mean() + (gx.norm(dim=1) - 1).pow(2).mean()
+            loss.backward()
+            grads.append([gx.detach(), loss.detach(), x.grad]
+                         + [p.grad.clone() for p in model.parameters()])
+        same(grads[1], grads[0], f"call {k + 1}")
+
+
+def test_double_backward_through_random_ops_raises(backend: str) -> None:
+    def f(x):
+        return (F.dropout(x, 0.5) * x).sum()
+
+    compiled = compiler.compile(f, backend=backend)
+    x = randn(6, seed=0, requires_grad=True)
+    if backend == "eager":
+        (g,) = torch.autograd.grad(compiled(x), x, create_graph=True)
+        assert g.requires_grad
+        return
+    with pytest.raises(RuntimeError, match="random numbers"):
+        torch.autograd.grad(compiled(x), x, create_graph=True)
 
 
 def test_requires_grad_inside_function(backend: str) -> None:
@@ -349,6 +451,27 @@ def test_in_place_add_of_grad_value_into_plain_input(backend: str) -> None:
         return a.sum()
 
     check(f, lambda k: [randn(3, seed=k), randn(3, seed=k + 5, requires_grad=True)], backend)
+
+
+def test_in_place_on_input_inside_enable_grad_under_no_grad(backend: str) -> None:
+    def f(a, w):
+        with torch.enable_grad():
+            a.mul_(w)
+        return a.sum()
+
+    def make(k):
+        return [randn(3, seed=k), randn(3, seed=k + 1, requires_grad=True)]
+
+    compiled = compiler.compile(f, backend=backend)
+    for k in range(3):
+        e_args, c_args = make(k), make(k)
+        with torch.no_grad():
+            e_out, c_out = f(*e_args), compiled(*c_args)
+        same(c_out, e_out, "result")
+        same(c_args, e_args, "arguments after the call")
+        e_args[0].sum().backward()
+        c_args[0].sum().backward()
+        same(c_args[1].grad, e_args[1].grad, "w grad")
 
 
 def test_in_place_on_leaf_requiring_grad_raises_as_eager(backend: str) -> None:

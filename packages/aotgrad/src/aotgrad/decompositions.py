@@ -26,7 +26,7 @@ _EXCLUDED: tuple[Any, ...] = (
 )
 
 
-def _unique_via_unique2(self: torch.Tensor, sorted: bool = True,  # noqa: A002 - ATen's name
+def _unique_via_unique2(self: torch.Tensor, sorted: bool = True,  # NOTE: ATen's name
                         return_inverse: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     out, inverse, _ = torch.ops.aten._unique2.default(self, sorted, return_inverse, False)
     return out, inverse

@@ -16,6 +16,7 @@ import torch
 
 from aotgrad import config as _config
 from aotgrad.decompositions import get_decompositions
+from aotgrad.double_backward import make_recompute
 from aotgrad.functionalize import assert_functional
 from aotgrad.joint import trace_forward, trace_joint
 from aotgrad.runtime import Compiler, InferenceRunner, SavedBytesCounter, TrainingRunner
@@ -120,5 +121,6 @@ def compile_training(fn: Callable[..., Any], tensors: Sequence[torch.Tensor],
                             tangent_outputs=joint.tangent_outputs,
                             fw_compiler=checked_compiler(fw_compiler),
                             bw_compiler=checked_compiler(bw_compiler), counter=counter,
-                            force_grad_mode=not entry_grad_mode)
+                            force_grad_mode=not entry_grad_mode,
+                            recompute=make_recompute(fn, forward, joint.tangent_outputs))
     return runner, out_spec

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch import fx
 
+from aotgrad.double_backward import Recompute, double_backward
 from aotgrad.functionalize import FunctionalGraph, OutputSpec
 from aotgrad.gradmode import needs_grad_mode, with_grad_mode
 
@@ -157,7 +158,8 @@ class TrainingRunner:
     def __init__(self, forward: FunctionalGraph, fw_gm: fx.GraphModule, bw_gm: fx.GraphModule,
                  *, num_fwd_outputs: int, tangent_outputs: Sequence[int],
                  fw_compiler: Compiler, bw_compiler: Compiler,
-                 counter: SavedBytesCounter, force_grad_mode: bool = False) -> None:
+                 counter: SavedBytesCounter, force_grad_mode: bool = False,
+                 recompute: Recompute | str = "was compiled without its program") -> None:
         self.forward = forward
         self.num_fwd_outputs = num_fwd_outputs
         self.fw_gm = fw_gm
@@ -175,6 +177,7 @@ class TrainingRunner:
         # NOTE: the program turns grad mode on itself (called under no_grad): the function
         # is applied with grad mode on so that its differentiable outputs get a history.
         self._force_grad_mode = force_grad_mode
+        self._recompute = recompute
         self._bind(counter)
 
     def rebind(self, counter: SavedBytesCounter) -> TrainingRunner:
@@ -216,10 +219,14 @@ class TrainingRunner:
         fast = not mutated_inputs and not non_differentiable and saved_bytes is not None
         tangent_examples = bw_examples[num_saved:]
         is_grad_enabled = torch.is_grad_enabled
+        recompute = self._recompute
 
         class CompiledFunction(torch.autograd.Function):
             @staticmethod
             def forward(ctx: Any, *args: Any) -> Any:
+                # NOTE: for a backward with create_graph=True (`aotgrad.double_backward`)
+                ctx.inputs = args
+                ctx.versions = [a._version for a in args]
                 outs = fw(*args)
                 if fast:
                     ctx.save_for_backward(*outs[num_outputs:])
@@ -247,9 +254,9 @@ class TrainingRunner:
             def backward(ctx: Any, *grads: Any) -> Any:
                 if is_grad_enabled():
                     # NOTE: create_graph=True: the compiled backward is not differentiable;
-                    # once_differentiable makes a double backward raise instead of
-                    # silently giving zeros.
-                    return run_backward_once_differentiable(ctx, *grads)
+                    # the program runs again eagerly and is differentiated instead.
+                    return double_backward(recompute, ctx.inputs, ctx.versions, tangent_list,
+                                           grads)
                 return run_backward(ctx, *grads)
 
         def run_backward(ctx: Any, *grads: Any) -> Any:
@@ -268,9 +275,6 @@ class TrainingRunner:
                                        device=example.device)
                 tangents.append(grad.contiguous())
             return tuple(compiled_bw()(*saved, *tangents))
-
-        run_backward_once_differentiable = torch.autograd.function.once_differentiable(
-            run_backward)
 
         self.function = CompiledFunction
         # NOTE: the public `apply` (not its C base): it handles functorch transforms and
