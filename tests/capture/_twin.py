@@ -31,7 +31,13 @@ _INDUCTOR_SPEC = importlib.util.find_spec("inductor")
 _HAS_INDUCTOR = _INDUCTOR_SPEC is not None and _INDUCTOR_SPEC.origin is not None
 needs_aotgrad = pytest.mark.skipif(not _HAS_AOTGRAD, reason="aotgrad is not installed")
 needs_inductor = pytest.mark.skipif(not _HAS_INDUCTOR, reason="inductor is not installed")
-BACKENDS = ["eager", pytest.param("aot_eager", marks=needs_aotgrad)]
+# NOTE: inductor compiles C++ per graph (seconds on a small machine): marked slow, run with
+# `-m slow`; the programs are the same, only the graphs' compiler differs.
+BACKENDS = [
+    "eager",
+    pytest.param("aot_eager", marks=needs_aotgrad),
+    pytest.param("inductor", marks=[needs_inductor, pytest.mark.slow]),
+]
 
 _SCALARS = (bool, int, float, complex, str, bytes, type(None))
 

@@ -359,6 +359,34 @@ def _bump_base(ns: dict[str, Any], i: int) -> None:
 def _shapes(i: int) -> tuple[Any, ...]:
     return (torch.ones(2 + i % 2),)
 
+HELPER_ONLY_LIST = """
+def f(x):
+    othermod.record(x * 3)
+    return x + 1
+"""
+
+REBIND_THEN_MUTATE_OLD = """
+LOG = ["start"]
+
+def f(x):
+    global LOG
+    old = LOG
+    LOG = [x]
+    old.append(x * 2)
+    LOG.append(len(old))
+    return x
+"""
+
+MUTATE_WHILE_ITERATING_OWN_LIST = """
+ITEMS = [1, 2, 3, 4, 5]
+
+def f(x):
+    for v in ITEMS:
+        if v % 2:
+            ITEMS.remove(v)
+    return x + len(ITEMS)
+"""
+
 
 def _reset_registry(ns: dict[str, Any], i: int) -> None:
     if i == 2:
@@ -424,6 +452,9 @@ CASES: list[Any] = [
     ("closure_container", CLOSURE_CONTAINER, _x, None, None, None),
     ("new_list_stored_twice", NEW_LIST_STORED_TWICE, _x, None, None, 2),
     ("arg_object_and_list", ARG_OBJECT_AND_LIST, _args_box, None, None, None),
+    ("helper_only_list", HELPER_ONLY_LIST, _x, _other_log, {"othermod": OTHERMOD}, 2),
+    ("rebind_then_mutate_old", REBIND_THEN_MUTATE_OLD, _x, None, None, None),
+    ("mutate_while_iterating_own_list", MUTATE_WHILE_ITERATING_OWN_LIST, _x, None, None, None),
 ]
 
 

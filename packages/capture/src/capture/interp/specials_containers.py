@@ -271,3 +271,48 @@ def _list_sort(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> V
     lst.items[:] = result.items
     _mut(tx, lst)
     return NONE
+
+
+@special(list.remove)
+def _list_remove(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    lst, target = args
+    assert isinstance(lst, ListValue)
+    ok, wanted = operators.python_constant(target)
+    for i, item in enumerate(lst.items):
+        # `==` as eager: identity first, then equality of known Python objects.
+        if operators.is_same(item, target):
+            break
+        known, obj = operators.python_constant(item)
+        if not (ok and known):
+            raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, "list.remove of an unknown item")
+        if obj == wanted:
+            break
+    else:
+        raise RaisedInTrace(ValueError("list.remove(x): x not in list"))
+    _mut(tx, lst)
+    del lst.items[i]  # in place: a loop over the list goes on as eager's does
+    return NONE
+
+
+@special(set.pop)
+def _set_pop(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    s = args[0]
+    assert isinstance(s, SetValue)
+    if s.order is None:
+        raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, "set.pop of a set made elsewhere")
+    if not s.items:
+        raise RaisedInTrace(KeyError("pop from an empty set"))
+    _mut(tx, s)
+    key = s.order.pop()  # the shadow has eager's history: the same element comes out
+    return s.items.pop(key)
+
+
+@special(dict.popitem)
+def _dict_popitem(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    d = _dict_of(args[0], tx)
+    if not d.items:
+        raise RaisedInTrace(KeyError("popitem(): dictionary is empty"))
+    _mut(tx, d)
+    key = next(reversed(d.items))
+    key_value, item = d.items.pop(key)
+    return TupleValue([key_value, item])
