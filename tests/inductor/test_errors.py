@@ -254,3 +254,17 @@ def test_bad_view_raises_like_eager() -> None:
     compiled = _compile(lambda t: t.view(5, -1))
     for _ in range(2):
         _same(lambda t: t.view(5, -1), compiled, [x], match_message=False)
+
+
+# -- shifts by counts outside [0, bits) (undefined in C++; ATen defines them) -------------
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8, torch.uint8])
+def test_shift_counts_out_of_range_match_eager(dtype: torch.dtype) -> None:
+    signed = dtype != torch.uint8
+    a = torch.tensor([1, -3, 5, 7, 100] if signed else [1, 3, 5, 7, 100], dtype=dtype)
+    b = torch.tensor([70, 3, -1, 8, 64] if signed else [70, 3, 200, 8, 64], dtype=dtype)
+    for fn in (lambda x, y: x << y, lambda x, y: x >> y):
+        compiled = _compile(fn)
+        for k in range(2):
+            _same(fn, compiled, [a, b + k])

@@ -22,7 +22,16 @@ from inductor.codegen.cascade import (
     column_total,
     emit_cascade,
 )
-from inductor.codegen.checks import ERR_ARG, INT_DIVISIONS, checked_division, is_integral
+from inductor.codegen.checks import (
+    EPILOGUE,
+    ERR_ARG,
+    INT_DIVISIONS,
+    PROLOGUE,
+    checked_division,
+    checked_index,
+    is_integral,
+    with_check_clauses,
+)
 from inductor.codegen.loop_split import fold_divisor, split_divisor, split_symbols
 from inductor.codegen.ops import Ref
 from inductor.codegen.row_cache import RowCache, dead_ops
@@ -68,7 +77,6 @@ _BINARY_INFIX = {
     "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
     "logical_and": "&&", "logical_or": "||", "logical_xor": "!=",
     "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^",
-    "lshift": "<<", "rshift": ">>",
 }
 
 _CALLS = {
@@ -82,6 +90,7 @@ _CALLS = {
     "sigmoid": "ind_sigmoid", "relu": "ind_relu", "sign": "ind_sign",
     "maximum": "ind_max", "minimum": "ind_min", "remainder": "ind_remainder",
     "fmod": "ind_fmod", "floordiv": "ind_floordiv_v", "pow": "ind_pow",
+    "lshift": "ind_lshift", "rshift": "ind_rshift",
     "atan2": "std::atan2", "copysign": "std::copysign", "hypot": "std::hypot",
     "isnan": "std::isnan", "isinf": "std::isinf", "isfinite": "std::isfinite",
     "signbit": "std::signbit",
@@ -257,8 +266,7 @@ class KernelGen:
             check = a[3] if len(a) > 3 else None
             if not isinstance(check, KernelCheck):
                 return f"({a[0]} < 0 ? {a[0]} + {a[1]} : {a[0]})"
-            fn = "ind_index" if a[2] else "ind_index_nowrap"
-            return f"{fn}({a[0]}, {a[1]}, {ERR_ARG}, {self._check_id(check)})"
+            return checked_index(str(a[0]), str(a[1]), bool(a[2]), self._check_id(check))
         if op.kind in INT_DIVISIONS and op.dtype is not None and is_integral(op.dtype):
             return checked_division(op.kind, str(a[0]), str(a[1]), self._check_id(ZERO_DIVISION))
         if op.kind == "where":
@@ -527,6 +535,8 @@ class KernelGen:
         if self.checks:
             params.append(f"int64_t* __restrict__ {ERR_ARG}")
             names.append(ERR_PARAM)
+            w.lines = ["{", "    " + PROLOGUE, *with_check_clauses(w.lines[1:-1]),
+                       "    " + EPILOGUE, "}"]
         w.lines.insert(0, f'extern "C" void KERNEL_NAME({", ".join(params)})')
         text = "\n".join(w.lines) + "\n"
         digest = hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -138,6 +138,18 @@ template <class T> static inline T ind_ipow(T base, T exp) {
   if (exp < 0) return base == 1 ? 1 : (base == -1 ? ((exp & 1) ? -1 : 1) : 0);
   T r = 1; while (exp) { if (exp & 1) r *= base; base *= base; exp >>= 1; } return r;
 }
+/* Shifts as ATen defines them for counts out of [0, bits): C++ leaves them undefined
+   (x86 masks the count: 1 << 70 gave 64). */
+template <class T> static inline T ind_lshift(T a, T b) {
+  constexpr int64_t bits = sizeof(T) * 8;
+  if ((int64_t)(std::make_signed_t<T>)b < 0 || (int64_t)b >= bits) return T(0);
+  return (T)((std::make_unsigned_t<T>)a << b);
+}
+template <class T> static inline T ind_rshift(T a, T b) {
+  constexpr int64_t bits = sizeof(T) * 8 - (std::is_signed<T>::value ? 1 : 0);
+  if ((int64_t)(std::make_signed_t<T>)b < 0 || (int64_t)b >= bits) return (T)(a >> bits);
+  return (T)(a >> b);
+}
 static inline float ind_pow(float a, float b) { return std::pow(a, b); }
 static inline double ind_pow(double a, double b) { return std::pow(a, b); }
 static inline int64_t ind_pow(int64_t a, int64_t b) { return ind_ipow(a, b); }
