@@ -192,6 +192,23 @@ def f(x, items):
     return x, min(items, key=lambda p: p[1]), max(items, key=lambda p: p[1]), sorted(items, key=lambda p: p[1])
 """
 
+EQUAL_KEYS_OF_OTHER_TYPES = """
+def f(x, d):
+    lit = {1: "a", True: "b", 1.0: "c"}
+    d[True] = "t"
+    d[2.0] = "two"
+    built = dict([(0, "z"), (False, "f")])
+    s = {1, True, 1.0}
+    s2 = set()
+    s2.add(0.0)
+    s2.add(False)
+    return x + 1, list(lit.items()), list(d.items()), list(built.items()), list(s), list(s2)
+"""
+
+
+def _int_dicts(i: int) -> tuple[Any, ...]:
+    return (torch.arange(3.0), {1: "one", 2: i})
+
 
 def _dicts(i: int) -> tuple[Any, ...]:
     return (torch.arange(3.0), {"a": i, "b": 2})
@@ -238,6 +255,7 @@ CASES: list[Any] = [
     ("set_pop_and_order", SET_POP_AND_ORDER, _x, None, None),
     ("dict_popitem_order", DICT_POPITEM_ORDER, _dicts, None, None),
     ("min_max_ties", MIN_MAX_TIES, _pairs, None, None),
+    ("equal_keys_of_other_types", EQUAL_KEYS_OF_OTHER_TYPES, _int_dicts, None, None),
 ]
 
 

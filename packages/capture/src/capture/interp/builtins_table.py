@@ -453,15 +453,16 @@ def dict_update(
     if args:
         source = args[0]
         if isinstance(source, DictValue):
-            target.items.update(source.items)
+            target.update_items(source.items)
         elif isinstance(source, ObjectValue) and source.dict_items is not None:
-            target.items.update(source.dict_items.items)
+            assert isinstance(source.dict_items, DictValue)
+            target.update_items(source.dict_items.items)
         else:
             for pair in _items(tx, source):
                 key_value, item_value = pair.unpack()
-                target.items[_const(key_value, "dict key")] = (key_value, item_value)
+                target.set_item(_const(key_value, "dict key"), (key_value, item_value))
     for name, value in kwargs.items():
-        target.items[name] = (ConstantValue(name), value)
+        target.set_item(name, (ConstantValue(name), value))
 
 
 @special(dict, collections.OrderedDict)

@@ -84,10 +84,10 @@ def _key(value: Value) -> object:
 def build_map(tx: Translator, ins: Instruction) -> None:
     assert ins.arg is not None
     flat = tx.popn(2 * ins.arg)
-    items: dict[object, tuple[Value, Value]] = {}
+    value = DictValue({})
     for i in range(0, len(flat), 2):
-        items[_key(flat[i])] = (flat[i], flat[i + 1])
-    tx.push(DictValue(items))
+        value.set_item(_key(flat[i]), (flat[i], flat[i + 1]))
+    tx.push(value)
 
 
 @handler("BUILD_CONST_KEY_MAP")
@@ -96,7 +96,10 @@ def build_const_key_map(tx: Translator, ins: Instruction) -> None:
     keys = tx.pop().as_constant()
     assert isinstance(keys, tuple)
     values = tx.popn(ins.arg)
-    tx.push(DictValue({k: (ConstantValue(k), v) for k, v in zip(keys, values)}))
+    value = DictValue({})
+    for k, v in zip(keys, values):
+        value.set_item(k, (ConstantValue(k), v))
+    tx.push(value)
 
 
 @handler("LIST_APPEND")
@@ -124,7 +127,7 @@ def map_add(tx: Translator, ins: Instruction) -> None:
     key = tx.pop()
     target = tx.stack[-ins.arg]
     assert isinstance(target, DictValue)
-    target.items[_key(key)] = (key, value)
+    target.set_item(_key(key), (key, value))
 
 
 @handler("LIST_EXTEND")
@@ -158,7 +161,7 @@ def dict_update_handler(tx: Translator, ins: Instruction) -> None:
     ok, obj = operators.python_constant(other)
     if ok and isinstance(obj, dict):
         for k, v in obj.items():
-            target.items[k] = (ConstantValue(k), ConstantValue(v))
+            target.set_item(k, (ConstantValue(k), ConstantValue(v)))
         return
     raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"** of {other.describe()}")
 

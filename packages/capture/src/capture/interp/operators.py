@@ -186,10 +186,10 @@ def _sequence_op(tx: Translator, op: Callable[..., Any], a: Value, b: Value) -> 
             return _sequence_op(tx, op, b, a)
     if binary is operator.or_ and isinstance(a, DictValue) and isinstance(b, DictValue):
         merged = DictValue(dict(a.items), None, a.cls)
-        merged.items.update(b.items)
+        merged.update_items(b.items)
         return merged
     if op is operator.ior and isinstance(a, DictValue) and isinstance(b, DictValue):
-        a.items.update(b.items)
+        a.update_items(b.items)
         tx.output.side_effects.mutate_container(a)
         return a
     return None

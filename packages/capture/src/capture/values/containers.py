@@ -161,6 +161,11 @@ class TupleValue(Value):
         return f"{self.cls.__name__}[{len(self.items)}]"
 
 
+def _put(items: dict[object, tuple[Value, Value]], key: object, pair: tuple[Value, Value]) -> None:
+    old = items.get(key)
+    items[key] = pair if old is None else (old[0], pair[1])
+
+
 class DictValue(Value):
     """A dict (or OrderedDict / defaultdict via `cls`) with constant keys.
 
@@ -205,7 +210,8 @@ class DictValue(Value):
             assert self.loader is not None
             loaded = self.loader()
             self.loader = None
-            loaded.update(self.stored)
+            for key, pair in self.stored.items():
+                _put(loaded, key, pair)
             self._items = loaded
             self.stored = {}
         return self._items
@@ -222,11 +228,15 @@ class DictValue(Value):
         return self._items is not None
 
     def set_item(self, key: object, pair: tuple[Value, Value]) -> None:
-        """`d[key] = value` without reading the keys."""
-        if self._items is None:
-            self.stored[key] = pair
-        else:
-            self._items[key] = pair
+        """`d[key] = value` without reading the keys. Like Python, a key already there keeps
+        its own key object (`d[True] = v` on a dict with key `1` keeps `1`)."""
+        target = self.stored if self._items is None else self._items
+        _put(target, key, pair)
+
+    def update_items(self, items: dict[object, tuple[Value, Value]]) -> None:
+        """`d.update(other)` for the items of another dict value."""
+        for key, pair in items.items():
+            _put(self.items, key, pair)
 
     def stored_item(self, key: object) -> Value | None:
         """`d[key]` for a key set here, without loading."""
