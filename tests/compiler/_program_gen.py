@@ -97,6 +97,14 @@ def h(t):
 
 def h_alt(t):
     return t - 1.0
+
+
+def hd(t, s=2.0):
+    return t * s
+
+
+def _apply_inst(t):
+    return t * 3.0
 '''
 
 STATE = ("G", "Z", "GN", "FLAG", "GT", "LOG", "D", "h", "K", "OBJ", "Obj")
@@ -209,12 +217,13 @@ class _Gen:
         ])
 
     def call(self, e: str) -> str:
-        return self.d.pick([f"h({e})", f"obj.apply({e})", f"OBJ.apply({e})"])
+        return self.d.pick([f"h({e})", f"obj.apply({e})", f"OBJ.apply({e})", f"hd({e})"])
 
     def scalar(self, s: _Scope) -> str:
         return self.d.pick([
             "2.0", "G", "K.scale", "obj.scale", "OBJ.scale", self.d.pick(s.ints), "GN",
             "len(lst)", "len(LOG)", "float(len(D))", "K.count", "math.copysign(1.0, Z)",
+            "type(obj).__name__.count('O')", "OBJ.__class__.apply(OBJ, 1.0)",
         ])
 
     def int_expr(self, s: _Scope) -> str:
@@ -394,7 +403,8 @@ def _call(d: Draw, first: bool) -> Call:
         for _ in range(d.int(0, 2)):
             changes.append(d.pick([
                 "G = G + 1.0", "GN = GN + 1", "FLAG = not FLAG", "GT = GT * -1.0", "h = h_alt",
-                "Z = -Z", "D['a'] = GT", "LOG.append(0)",
+                "Z = -Z", "D['a'] = GT", "LOG.append(0)", "OBJ.apply = _apply_inst",
+                "hd.__defaults__ = (3.0,)",
                 "OBJ.scale = OBJ.scale * 2.0", "K.scale = K.scale + 1.0", "Obj.apply = _apply_alt",
                 "K.count = K.count + 5", "LOG.clear()", "D.clear()", "OBJ.w = torch.ones(4, 4)",
                 "OBJ.w = OBJ.w.t()",
