@@ -43,14 +43,32 @@ def checked_index(x: str, size: str, wrap: bool, check_id: int) -> str:
 
 
 def with_check_clauses(lines: list[str]) -> list[str]:
-    """Every OpenMP loop pragma of a checking kernel reduces the check flags."""
-    out = []
-    for line in lines:
+    """Each OpenMP loop pragma of a checking kernel whose loop checks something reduces
+    the check flags (a loop that checks nothing keeps its pragma: the reductions would
+    cost a horizontal max per pass, as in the row loop of `w[idx]`)."""
+    out = list(lines)
+    for i, line in enumerate(lines):
         text = line.strip()
-        if text.startswith("#pragma omp") and ("simd" in text or " for" in text):
-            line = line + PRAGMA_CLAUSES
-        out.append(line)
+        if not (text.startswith("#pragma omp") and ("simd" in text or " for" in text)):
+            continue
+        if _loop_checks(lines, i + 1):
+            out[i] = line + PRAGMA_CLAUSES
     return out
+
+
+def _loop_checks(lines: list[str], start: int) -> bool:
+    """Whether the loop opened at `lines[start]` (a `for` line, its block indented under
+    it and closed by a `}` at its indentation) uses the check flags."""
+    if start >= len(lines):
+        return True
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    for line in lines[start + 1:]:
+        if "ind_bad" in line:
+            return True
+        stripped = line.lstrip()
+        if stripped == "}" and len(line) - len(stripped) == indent:
+            return False
+    return True
 
 
 PROLOGUE = "int64_t ind_bad = 0, ind_val = INT64_MIN;"
@@ -77,8 +95,9 @@ static inline int64_t ind_index_nowrap(int64_t i, int64_t size, int64_t& bad,
   return out ? 0 : i;
 }
 template <class T> static inline T ind_nonzero(T b, int64_t& bad, int bit) {
-  bad |= (int64_t)(b == 0) << bit;
-  return b == 0 ? T(1) : b;
+  T zero = (T)(b == 0);
+  bad |= (int64_t)zero << bit;
+  return b | zero;
 }
 static inline void ind_report(int64_t* err, int64_t bad, int64_t val) {
   err[0] = __builtin_ctzll((uint64_t)bad);
