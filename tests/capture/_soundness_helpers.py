@@ -3,7 +3,6 @@ that the tested programs read from outside their own module."""
 
 from __future__ import annotations
 
-import torch
 import torch.nn.functional as F
 
 SCALE = 2.0

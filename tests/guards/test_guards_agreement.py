@@ -29,14 +29,14 @@ from guards import (
     BufferSource,
     CallSource,
     ConstSource,
-    IdMatch,
-    KeyAbsent,
     DictKeysMatch,
     EqualsMatch,
     GlobalSource,
     GlobalStateMatch,
     GuardBuilder,
+    IdMatch,
     ItemSource,
+    KeyAbsent,
     LengthMatch,
     LocalSource,
     NotNone,
@@ -50,9 +50,9 @@ from guards import (
     TensorMatch,
     TypeMatch,
     compile_guard,
+    config,
     explain,
     interpret,
-    config,
 )
 from guards.codegen import CompiledGuard
 from guards.exprs import Const

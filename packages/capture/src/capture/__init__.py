@@ -86,7 +86,9 @@ def optimize(
                                 opts)
     if isinstance(target, types.FunctionType):
         return CompiledFunction(target, backend_fn, name, fullgraph, options=opts)
-    if callable(target) and isinstance(getattr(target, "__call__", None), types.MethodType):
+    # NOTE: not callable(): a bound Python `__call__` method is what can be compiled.
+    if callable(target) and isinstance(getattr(target, "__call__", None),  # noqa: B004
+                                        types.MethodType):
         call_fn = target.__call__.__func__
         return CompiledFunction(call_fn, backend_fn, name, fullgraph, target, opts)
     raise TypeError(f"capture.optimize: cannot compile {type(target).__name__} objects")

@@ -179,7 +179,7 @@ def _accumulate(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
 @special(itertools.pairwise)
 def _pairwise(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     items = _items(tx, args[0])
-    return IteratorValue([TupleValue([a, b]) for a, b in zip(items, items[1:])])
+    return IteratorValue([TupleValue([a, b]) for a, b in itertools.pairwise(items)])
 
 
 @special(itertools.islice)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from guards.sources import Source
+
 from capture.values.base import Value
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ class ListValue(Value):
 class TupleValue(Value):
     """A tuple, or a namedtuple / torch.Size when `cls` says so."""
 
-    __slots__ = ("items", "cls")
+    __slots__ = ("cls", "items")
 
     def __init__(self, items: list[Value], source: Source | None = None, cls: type = tuple):
         super().__init__(source)
@@ -175,7 +176,7 @@ class DictValue(Value):
     not recompile on every call); the replay then sets those keys on the real dict.
     """
 
-    __slots__ = ("_items", "cls", "mutated", "default_factory", "real", "stored", "loader")
+    __slots__ = ("_items", "cls", "default_factory", "loader", "mutated", "real", "stored")
 
     def __init__(
         self,
@@ -376,7 +377,7 @@ class SetValue(Value):
 class IteratorValue(Value):
     """An iterator over a known list of values (zip, enumerate, range, iter(list), ...)."""
 
-    __slots__ = ("items", "index")
+    __slots__ = ("index", "items")
 
     def __init__(self, items: list[Value]) -> None:
         super().__init__(None)
@@ -459,7 +460,7 @@ class LazyIteratorValue(IteratorValue):
     """`enumerate(...)` / `zip(...)` over iterators, advanced one item at a time, so the
     items of a list appended while iterated are seen as eager sees them."""
 
-    __slots__ = ("inners", "count")
+    __slots__ = ("count", "inners")
 
     def __init__(self, inners: list[IteratorValue], count: int | None = None) -> None:
         super().__init__([])

@@ -18,6 +18,7 @@ import torch
 
 from inductor.ir.checks import KernelCheck
 
+
 @dataclass(frozen=True, slots=True)
 class Ref:
     """An SSA value inside a loop body: `tmp<id>` of compute dtype `dtype`."""
