@@ -166,6 +166,26 @@ def test_key_error_and_assertion_are_eagers(fullgraph):
             assert_same_error(_raised(compiled_check, x), _raised(checked, x))
 
 
+def inplace_on_leaf(x):
+    x.add_(1.0)
+    return x * 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_error_a_backend_finds_that_eager_raises_too_is_eagers(backend):
+    """aot_eager and inductor trace with autograd while compiling: the program's own error
+    they meet is raised as eager raises it, not as a backend failure."""
+    compiled = compiler.compile(inplace_on_leaf, backend=backend)
+    for _ in range(2):
+        x, x_eager = torch.ones(3, requires_grad=True), torch.ones(3, requires_grad=True)
+        got, expected = _raised(compiled, x), _raised(inplace_on_leaf, x_eager)
+        assert type(got) is type(expected) and str(got) == str(expected)
+        torch.testing.assert_close(x, x_eager)  # untouched, as in eager
+        y = torch.ones(3)
+        torch.testing.assert_close(compiled(y), inplace_on_leaf(torch.ones(3)))
+        torch.testing.assert_close(y, torch.full((3,), 2.0))
+
+
 # -- backend failures ---------------------------------------------------------------------
 
 

@@ -470,10 +470,42 @@ def _call_backend(
                         "graph eagerly (suppress_errors)", cf.backend_name, cf.code.co_name,
                         type(e).__name__, e)
             return backends.eager(gm, example_inputs)
+        if _raises_eagerly(gm, example_inputs, type(e)):
+            # NOTE: the program's own error (an in-place write to a leaf that requires grad,
+            # say), found by a backend that traces with autograd: eager raises it too, so the
+            # graph runs eagerly and raises it for real on each call.
+            log.info("[%d] %s: the graph raises %s eagerly too; running it eagerly",
+                     cf.frame_id, cf.code.co_name, type(e).__name__)
+            return backends.eager(gm, example_inputs)
         raise BackendCompilerFailed(cf.backend_name, e) from e
     finally:
         torch._C._set_grad_enabled(grad_mode)
         _state.compiling = True
+
+
+def _raises_eagerly(
+    gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor], error: type[BaseException]
+) -> bool:
+    """Whether running `gm` eagerly on copies of its inputs raises an `error` (the RNG state is
+    restored, the inputs are untouched)."""
+    copies = [_copy(t) if isinstance(t, torch.Tensor) else t for t in example_inputs]
+    rng = torch.random.get_rng_state()
+    try:
+        gm.forward(*copies)
+    except error:
+        return True
+    except Exception:  # noqa: BLE001 - another error: the backend's failure stands
+        return False
+    finally:
+        torch.random.set_rng_state(rng)
+    return False
+
+
+def _copy(t: torch.Tensor) -> torch.Tensor:
+    """A copy with `t`'s autograd role: a leaf stays a leaf (requiring grad as `t` does)."""
+    if t.is_leaf:
+        return t.detach().clone().requires_grad_(t.requires_grad)
+    return t.clone()
 
 
 def _replay_side_effects(cg: codegen.CodeBuilder, output: OutputGraph) -> None:
