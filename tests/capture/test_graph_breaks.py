@@ -185,8 +185,33 @@ def break_inside_inlined_call(x):
     return _helper_with_print(y) - y
 
 
-def test_break_inside_an_inlined_call():
-    run_both(break_inside_inlined_call, [(t(3),), (t(3, seed=5),)])
+def test_break_inside_an_inlined_call_compiles_the_callee_too():
+    backend = run_both(break_inside_inlined_call, [(t(3),), (t(3, seed=5),)],
+                       compare_torch=True)
+    ops = [str(n.target) for i in range(backend.frame_count) for n in backend.call_nodes(i)]
+    assert any("exp" in op for op in ops), "the helper's own frame was not compiled"
+
+
+class Inner(torch.nn.Module):
+    def forward(self, y):
+        z = y.tanh()
+        print("inner module")
+        return z * 3
+
+
+class Outer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = Inner()
+
+    def forward(self, x):
+        return self.inner(x + 1) - 1
+
+
+def test_break_inside_a_submodule_compiles_the_submodule():
+    backend = run_both(Outer(), [(t(3),), (t(3, seed=7),)], compare_torch=True)
+    ops = [str(n.target) for i in range(backend.frame_count) for n in backend.call_nodes(i)]
+    assert any("tanh" in op for op in ops), "the submodule's forward was not compiled"
 
 
 def keyword_call_break(x, g):

@@ -375,6 +375,10 @@ class CompiledFunction:
             fn, self.backend, self.backend_name, False, options=self.options
         )
 
+    def _compiled_callee(self, fn: types.FunctionType) -> CompiledFunction:
+        """The function a graph break calls, compiled with this frame's backend."""
+        return CompiledFunction(fn, self.backend, self.backend_name, False, options=self.options)
+
     def _add_entry(self, tree: guards.GuardTree, value: Callable[..., Any]) -> None:
         try:
             self.cache.add(tree, value)
@@ -423,7 +427,10 @@ def _trace_and_codegen(
         if not tx.run_to((stop.index, stop.visit)):
             raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, "the break point was not reached")
         output.current_tx = None
-        resume.emit_break(cg, tx, lambda: _replay_side_effects(cg, output), cf._resume_function)
+        resume.emit_break(
+            cg, tx, lambda: _replay_side_effects(cg, output), cf._resume_function,
+            cf._compiled_callee if stop.in_callee else None,
+        )
     body = cg.instrs
     gm: torch.fx.GraphModule | None = None
     has_calls = any(n.op != "placeholder" for n in output.graph.nodes)
@@ -630,6 +637,7 @@ def _replay_side_effects(cg: codegen.CodeBuilder, output: OutputGraph) -> None:
 
     for emit in apply:
         emit()
+
 
 
 def reset_all() -> None:

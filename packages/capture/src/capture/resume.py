@@ -21,13 +21,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import torch
 from bytecode import Bytecode, Label
 from bytecode.instr import Instr
 
 from capture.bytecode import codegen, versions
 from capture.bytecode.instructions import Instruction, decode, exception_handler
 from capture.graph_break import GraphBreakKind, Unsupported
-from capture.values import NULL, Value
+from capture.values import NULL, ConstantValue, ModuleValue, Value
 
 if TYPE_CHECKING:
     from capture.interp.translator import Translator
@@ -39,10 +40,12 @@ _STACK_ARG = "__capture_stack{}"
 
 @dataclass(frozen=True, slots=True)
 class BreakPoint:
-    """Where the root frame stops: instruction `index`, the `visit`-th time it is reached."""
+    """Where the root frame stops: instruction `index`, the `visit`-th time it is reached;
+    `in_callee` when what capture could not trace is inside the function called there."""
 
     index: int
     visit: int
+    in_callee: bool = False
 
 
 def break_point(code: types.CodeType, error: Unsupported) -> BreakPoint | None:
@@ -55,7 +58,7 @@ def break_point(code: types.CodeType, error: Unsupported) -> BreakPoint | None:
         return None
     if exception_handler(code, index) is not None or code.co_cellvars:
         return None
-    return BreakPoint(index, visit)
+    return BreakPoint(index, visit, opname in _CALLS and len(error.where) > 1)
 
 
 def select_branch(condition: object, if_true: object, if_false: object) -> object:
@@ -68,10 +71,24 @@ def emit_break(
     tx: Translator,
     replay: Callable[[], None],
     make_resume: Callable[[types.CodeType], Any],
+    compile_callee: Callable[[types.FunctionType], Any] | None = None,
 ) -> None:
-    """Append the code that finishes the frame from the instruction `tx` stopped at."""
+    """Append the code that finishes the frame from the instruction `tx` stopped at.
+
+    With `compile_callee`, a Python function called there runs through the compiled
+    wrapper it returns, so its own frame is captured (graph breaks and all)."""
     ins = tx.instructions[tx.ip]
-    stack_temps = [_keep(cg, value) for value in tx.stack]
+    callee = _callee_slot(tx, ins) if compile_callee is not None else None
+    stack_temps: list[str | None] = []
+    for slot, value in enumerate(tx.stack):
+        wrapped = _compiled_callee(value, compile_callee) if slot == callee else None
+        if wrapped is not None:
+            cg.load_object(wrapped)
+            callee_temp = _new_temp(cg)
+            cg.store_fast(callee_temp)
+            stack_temps.append(callee_temp)
+        else:
+            stack_temps.append(_keep(cg, value))
     # NOTE: a resume function's stack arguments are dead once its prologue ran.
     local_temps = {
         name: _keep(cg, value)
@@ -119,6 +136,60 @@ _temp_ids = itertools.count()
 def _new_temp(cg: codegen.CodeBuilder) -> str:
     """A local name no other part of the transformed code uses."""
     return f"__capture_break{next(_temp_ids)}"
+
+
+def _callee_slot(tx: Translator, ins: Instruction) -> int | None:
+    """The stack index of the function a call at `ins` calls."""
+    if ins.arg is None:
+        return None
+    if ins.opname == "CALL_FUNCTION_EX":
+        below_args = len(tx.stack) - 1 - (ins.arg & 1)
+    else:
+        below_args = len(tx.stack) - ins.arg - (1 if ins.opname == "CALL_KW" else 0)
+    # 3.11/3.12: NULL|function, callable|self, args; 3.13+: callable, self|NULL, args.
+    function, second = below_args - 2, below_args - 1
+    if function < 0:
+        return None
+    if versions.null_after_callable():
+        return function
+    return second if tx.stack[function] is NULL else function
+
+
+def _compiled_callee(value: Value, compile_callee: Callable[[types.FunctionType], Any] | None
+                     ) -> Any:
+    """The compiled wrapper to call instead of the user function `value`, if it is one."""
+    from capture import policy
+
+    if isinstance(value, ModuleValue) and compile_callee is not None:
+        return _compiled_module_call(value.module, compile_callee)
+    if compile_callee is None or not isinstance(value, ConstantValue):
+        return None
+    fn = value.value
+    if not isinstance(fn, types.FunctionType) or policy.is_disabled(fn.__code__):
+        return None
+    if policy.decide(fn) is not policy.Decision.INLINE:
+        return None
+    return compile_callee(fn)
+
+
+def _compiled_module_call(
+    module: torch.nn.Module, compile_callee: Callable[[types.FunctionType], Any]
+) -> Any:
+    """`module(...)` as its compiled `forward`, when no hook would run around it."""
+    from torch.nn.modules import module as nn_module
+
+    hook_tables = (
+        module._forward_hooks, module._forward_pre_hooks, module._backward_hooks,
+        module._backward_pre_hooks, nn_module._global_forward_hooks,
+        nn_module._global_forward_pre_hooks, nn_module._global_backward_hooks,
+        nn_module._global_backward_pre_hooks,
+    )
+    forward = getattr(type(module), "forward", None)
+    if any(hook_tables) or "forward" in module.__dict__ or not isinstance(
+        forward, types.FunctionType
+    ):
+        return None
+    return types.MethodType(compile_callee(forward), module)
 
 
 def _keep(cg: codegen.CodeBuilder, value: Value) -> str | None:
