@@ -17,6 +17,7 @@ import functools
 import hashlib
 import logging
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -96,22 +97,36 @@ def compile_flags() -> list[str]:
 
 
 @functools.cache
-def _cpu_has_avx512() -> bool:
+def _cpu_flags() -> tuple[str, ...]:
+    """This CPU's feature flags (from /proc/cpuinfo; empty where there is none)."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 if line.startswith("flags"):
-                    return "avx512f" in line.split()
+                    return tuple(sorted(line.partition(":")[2].split()))
     except OSError:
         pass
-    return False
+    return ()
+
+
+def _cpu_has_avx512() -> bool:
+    return "avx512f" in _cpu_flags()
+
+
+def _key_flags() -> list[str]:
+    """Compile flags, and with -march=native the CPU's features and machine: a cache shared
+    by machines of other CPUs (a network home) must not hand them code they cannot run."""
+    flags = compile_flags()
+    if config.options.march_native:
+        flags += [platform.machine(), " ".join(_cpu_flags())]
+    return flags
 
 
 def library_source(kernels: Sequence[CppKernel]) -> tuple[str, str]:
     """(full source with the key marker, key)."""
     body = PRELUDE + "\n" + "\n".join(k.source for k in kernels)
     cxx = config.options.cxx
-    material = "\0".join([body, cxx, _compiler_version(cxx), *compile_flags()])
+    material = "\0".join([body, cxx, _compiler_version(cxx), *_key_flags()])
     key = hashlib.sha256(material.encode()).hexdigest()[:32]
     marker = f'\nextern "C" const char* inductor_cache_key() {{ return "{key}"; }}\n'
     return body + marker, key
@@ -241,7 +256,7 @@ def _flags_digest_for(flags: str) -> str:
 
 def _flags_digest() -> str:
     cxx = config.options.cxx
-    return _flags_digest_for("\0".join([cxx, _compiler_version(cxx), *compile_flags()]))
+    return _flags_digest_for("\0".join([cxx, _compiler_version(cxx), *_key_flags()]))
 
 
 def _from_index(kernel: CppKernel) -> Any | None:
