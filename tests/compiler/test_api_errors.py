@@ -186,6 +186,29 @@ def test_an_error_a_backend_finds_that_eager_raises_too_is_eagers(backend):
         torch.testing.assert_close(y, torch.full((3,), 2.0))
 
 
+def factor(a):
+    return torch.linalg.cholesky(a) * 2
+
+
+def benchmarking(gm, example_inputs):
+    """A backend that runs the graph while compiling (as an autotuner does)."""
+    gm(*[t.clone() for t in example_inputs])
+    return gm.forward
+
+
+def test_an_error_a_backend_meets_by_running_the_graph_is_eagers():
+    compiled = compiler.compile(factor, backend=benchmarking)
+    not_positive_definite = -torch.eye(3)
+    positive_definite = torch.eye(3) * 4
+    for a in (not_positive_definite, positive_definite, not_positive_definite):
+        if a is positive_definite:
+            torch.testing.assert_close(compiled(a), factor(a))
+            continue
+        got, expected = _raised(compiled, a.clone()), _raised(factor, a.clone())
+        assert type(got) is type(expected) and str(got) == str(expected)
+        assert not isinstance(got, capture.BackendCompilerFailed)
+
+
 # -- backend failures ---------------------------------------------------------------------
 
 
