@@ -553,3 +553,82 @@ def test_module_helper_method_replaced(backend):
 
 
 _GELU_HELPER = GeluNet.helper
+
+
+# -- special methods replaced on the class ---------------------------------------------------
+class Vec:
+    def __init__(self, t) -> None:
+        self.t = t
+
+    def __add__(self, other):
+        return self.t + other
+
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, i):
+        return self.t * (i + 1)
+
+    def __bool__(self):
+        return True
+
+
+_VEC_ORIGINAL = dict(vars(Vec))
+
+
+def uses_add(x, v):
+    return v + x
+
+
+def uses_len(x, v):
+    return x * len(v)
+
+
+def uses_getitem(x, v):
+    return v[1] + x
+
+
+class Scaler:
+    def __call__(self, x):
+        return x - 1
+
+
+_SCALER = Scaler()
+_SCALER_CALL = Scaler.__call__
+
+
+def uses_call(x):
+    return _SCALER(x)
+
+
+def test_call_replaced_on_class(backend):
+    try:
+        runner(backend)(uses_call, steps(lambda: setattr(Scaler, "__call__", _SCALER_CALL),
+                                         lambda: setattr(Scaler, "__call__", lambda s, x: x * 4),
+                                         lambda: setattr(Scaler, "__call__", _SCALER_CALL)))
+    finally:
+        Scaler.__call__ = _SCALER_CALL
+
+
+def uses_bool(x, v):
+    if v:
+        return x + 1
+    return x - 1
+
+
+@pytest.mark.parametrize("fn, name, replacement", [
+    (uses_add, "__add__", lambda self, other: self.t * other),
+    (uses_len, "__len__", lambda self: 5),
+    (uses_getitem, "__getitem__", lambda self, i: self.t - i),
+    (uses_bool, "__bool__", lambda self: False),
+])
+def test_special_method_replaced_on_class(fn, name, replacement, backend):
+    def make(patched):
+        def inner():
+            setattr(Vec, name, replacement if patched else _VEC_ORIGINAL[name])
+            return (t(4), Vec(t(4, seed=5)))
+        return inner
+    try:
+        runner(backend)(fn, [make(False), make(True), make(False)])
+    finally:
+        setattr(Vec, name, _VEC_ORIGINAL[name])

@@ -22,6 +22,7 @@ import torch
 from capture.graph_break import HINT_DATA_DEPENDENT, GraphBreakKind, RaisedInTrace, unsupported
 from capture import torch_ops
 from capture.interp import operators
+from capture.interp.lookup_guards import class_method
 from capture.values import (
     ConstantValue,
     ContextValue,
@@ -162,7 +163,7 @@ def _len(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if isinstance(value, ObjectValue):
         from capture.interp.calls import call_value
 
-        method = getattr(value.cls, "__len__", None)
+        method = class_method(tx, value.cls, "__len__")
         if method is not None and hasattr(method, "__code__"):
             return call_value(tx, ConstantValue(method), [value], {})
     return ConstantValue(len(_const(value, "len()")))
@@ -343,12 +344,12 @@ def iterate(tx: Translator, value: Value) -> IteratorValue:
             except Exception as e:  # noqa: BLE001
                 raise unsupported(GraphBreakKind.EXCEPTION, f"iterating raised {e!r}") from None
             return IteratorValue([wrap(tx.output, item, None) for item in real_items])
-        method = getattr(value.cls, "__iter__", None)
+        method = class_method(tx, value.cls, "__iter__")
         if method is not None and hasattr(method, "__code__"):
             from capture.interp.calls import call_value
 
             return iterate(tx, call_value(tx, ConstantValue(method), [value], {}))
-        getitem = getattr(value.cls, "__getitem__", None)
+        getitem = class_method(tx, value.cls, "__getitem__")
         if method is None and getitem is not None and hasattr(getitem, "__code__"):
             return _sequence_protocol(tx, value, getitem)
     return IteratorValue(value.unpack())

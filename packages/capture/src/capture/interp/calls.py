@@ -15,6 +15,7 @@ from guards.sources import AttrSource, ClosureSource, ConstSource, DefaultSource
 
 from capture import policy, torch_ops
 from capture.graph_break import GraphBreakKind, unsupported
+from capture.interp.lookup_guards import class_method
 from capture.values import (
     NULL,
     CellValue,
@@ -56,6 +57,7 @@ def call_value(tx: Translator, fn: Value, args: list[Value], kwargs: dict[str, V
         return fn
     if isinstance(fn, ObjectValue):
         call = inspect.getattr_static(fn.cls, "__call__", None)
+        class_method(tx, fn.cls, "__call__")  # NOTE: guards the lookup
         if inspect.isfunction(call):
             return call_value(tx, ConstantValue(call), [fn, *args], kwargs)
         if fn.obj is not None:

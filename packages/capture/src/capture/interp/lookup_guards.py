@@ -140,3 +140,11 @@ def defaults_changed(binder: object, fn: types.FunctionType) -> bool:
     """Whether `fn`'s defaults were rebound since `binder` copied them."""
     return (getattr(binder, "__defaults__", None) is not fn.__defaults__
             or getattr(binder, "__kwdefaults__", None) is not fn.__kwdefaults__)
+
+
+def class_method(tx: Translator, cls: type, name: str) -> object:
+    """`getattr(cls, name, None)` for a special method the interpreter calls implicitly
+    (`__add__`, `__len__`, `__getitem__`, `__call__`, ...), guarded like any class lookup:
+    replacing it on the class recompiles. Implicit lookups skip the instance `__dict__`."""
+    guard_class_lookup(tx, cls, name)
+    return getattr(cls, name, None)

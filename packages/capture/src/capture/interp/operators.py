@@ -15,6 +15,7 @@ from guards.sources import AttrSource, SubmoduleSource
 
 from capture import torch_ops
 from capture.graph_break import HINT_DATA_DEPENDENT, GraphBreakKind, RaisedInTrace, unsupported
+from capture.interp.lookup_guards import class_method
 from capture.values import (
     ConstantValue,
     DictValue,
@@ -202,12 +203,12 @@ def _user_dunder(tx: Translator, op: Callable[..., Any], a: Value, b: Value) -> 
     if name is None:
         return None
     if isinstance(a, ObjectValue):
-        method = getattr(a.cls, name, None)
+        method = class_method(tx, a.cls, name)
         if method is not None and hasattr(method, "__code__"):
             return call_value(tx, ConstantValue(method), [a, b], {})
     rname = _REFLECTED.get(INPLACE_TO_BINARY.get(op, op))
     if rname is not None and isinstance(b, ObjectValue):
-        method = getattr(b.cls, rname, None)
+        method = class_method(tx, b.cls, rname)
         if method is not None and hasattr(method, "__code__"):
             return call_value(tx, ConstantValue(method), [b, a], {})
     return None
@@ -274,7 +275,7 @@ def truth(tx: Translator, value: Value) -> bool:
         if value.dict_items is not None:
             return bool(value.dict_items.items)
         for name in ("__bool__", "__len__"):
-            method = getattr(value.cls, name, None)
+            method = class_method(tx, value.cls, name)
             if method is not None:
                 if value.obj is not None and not hasattr(method, "__code__"):
                     return bool(value.obj)
@@ -426,7 +427,7 @@ def get_item(tx: Translator, container: Value, key: Value) -> Value:
     if isinstance(container, ModuleValue):
         return _module_item(tx, container, key)
     if isinstance(container, ObjectValue):
-        getitem = getattr(container.cls, "__getitem__", None)
+        getitem = class_method(tx, container.cls, "__getitem__")
         if getitem is not None and hasattr(getitem, "__code__"):
             return call_value(tx, ConstantValue(getitem), [container, key], {})
         if container.dict_items is not None:
