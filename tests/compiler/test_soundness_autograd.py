@@ -529,6 +529,67 @@ def test_disjoint_in_place_copies_still_compile(backend: str) -> None:
     check(f, lambda k: [randn(5, 2, seed=k)], backend)
 
 
+def test_foreach_in_place_ops_on_inputs(backend: str) -> None:
+    def f(a, b, s):
+        torch._foreach_mul_([a, b], s)
+        torch._foreach_add_([a, b], [b * 1, a * 1], alpha=2)
+        return a + b
+
+    check(f, lambda k: [randn(3, seed=k), randn(3, seed=k + 1), torch.tensor(0.5 + k)],
+          backend)
+
+
+def test_foreach_in_place_op_reading_its_own_written_items(backend: str) -> None:
+    def f(a, b):
+        torch._foreach_add_([a, b], [b, a], alpha=2)
+        return a + b
+
+    compiled = compiler.compile(f, backend=backend)
+    for k in range(2):
+        e_args = [randn(3, seed=k), randn(3, seed=k + 1)]
+        expected = f(*e_args)
+        c_args = [randn(3, seed=k), randn(3, seed=k + 1)]
+        try:
+            actual = compiled(*c_args)
+        except RuntimeError as error:
+            assert "shares memory" in str(error)  # refused, never computed differently
+        else:
+            same(actual, expected, "result")
+            same(c_args, e_args, "arguments after the call")
+
+
+def test_clip_grad_norm_inside_function(backend: str) -> None:
+    def make(k):
+        w = randn(3, seed=k, requires_grad=True)
+        w.grad = randn(3, seed=k + 7)
+        return [w]
+
+    def f(w):
+        torch.nn.utils.clip_grad_norm_([w], 0.1)
+        return w * 2
+
+    compiled = compiler.compile(f, backend=backend)
+    for k in range(3):
+        e_args, c_args = make(k), make(k)
+        same(compiled(*c_args), f(*e_args), "result")
+        same(c_args[0].grad, e_args[0].grad, "clipped .grad")
+
+
+def test_compiled_optimizer_step(backend: str) -> None:
+    runs = []
+    for compile_step in (False, True):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 3)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, foreach=True)
+        step = compiler.compile(opt.step, backend=backend) if compile_step else opt.step
+        for k in range(3):
+            model.zero_grad()
+            model(randn(5, 4, seed=k)).pow(2).sum().backward()
+            step()
+        runs.append([p.detach().clone() for p in model.parameters()])
+    same(runs[1], runs[0], "parameters after three steps")
+
+
 # --------------------------------------------------------------------------- aliasing
 
 

@@ -59,9 +59,43 @@ def _partial_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(a_begin < b_end and b_begin < a_end)
 
 
+def _same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.numel() > 0 and b.numel() > 0 and (
+        a.untyped_storage()._cdata == b.untyped_storage()._cdata)
+
+
+def _check_list_writes(func: torch._ops.OpOverload, args: Sequence[Any],
+                       kwargs: Mapping[str, Any]) -> None:
+    """A foreach op writing a list: eager writes its items one after the other, so an item
+    that another item reads (or writes) sees the earlier write; the functional op reads every
+    old value. Such programs are refused rather than computed differently."""
+    written: list[torch.Tensor] = []
+    read: list[tuple[int, torch.Tensor]] = []
+    for index, argument in enumerate(func._schema.arguments):
+        value = args[index] if index < len(args) else kwargs.get(argument.name)
+        items = value if isinstance(value, (list, tuple)) else [value]
+        tensors = [(i, t) for i, t in enumerate(items) if isinstance(t, torch.Tensor)]
+        if argument.alias_info is not None and argument.alias_info.is_write:
+            written.extend(t for _, t in tensors)
+        else:
+            read.extend(tensors)
+    for i, out in enumerate(written):
+        clashes = [t for j, t in enumerate(written) if j != i] + [
+            t for j, t in read if j != i]
+        if any(_same_memory(out, t) for t in clashes):
+            raise RuntimeError(
+                f"{func}: an item of the list written in place shares memory with another "
+                "item this op reads or writes; eager's result depends on the order of the "
+                "writes, which the compiled graph does not keep. Clone the tensors first.")
+
+
 def check_write_overlap(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
     """Raise eager's RuntimeError if the mutating op `func` writes into overlapping memory."""
     if not isinstance(func, torch._ops.OpOverload) or not func._schema.is_mutable:
+        return
+    if any(a.alias_info is not None and a.alias_info.is_write and str(a.type) == "List[Tensor]"
+           for a in func._schema.arguments):
+        _check_list_writes(func, args, kwargs)
         return
     if not _checked(func):
         return

@@ -296,8 +296,10 @@ class AtenTracer(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: 
             self._annotate(node, out)
             self._sym_nodes[_sym_key(out)] = node
             return out
-        if not any(_is_tensor(v) for v in tree_flatten(out)[0]):
-            # NOTE: ops returning Python values (prim.device, sizes) are baked as constants.
+        if not any(_is_tensor(v) for v in tree_flatten(out)[0]) and not (
+                isinstance(func, torch._ops.OpOverload) and func._schema.is_mutable):
+            # NOTE: ops returning Python values (prim.device, sizes) are baked as constants;
+            # mutating ops returning nothing (`_foreach_mul_`) are recorded for their writes.
             return out
         node = self.graph.call_function(func, fx_args, fx_kwargs)
         self._annotate(node, out)

@@ -25,6 +25,7 @@ _INLINE_TORCH_PREFIXES = (
     "torch.nn.modules.",
     "torch.utils._contextlib",
     "torch.nn.utils.parametrize",
+    "torch.nn.utils.clip_grad",  # reads and scales `.grad`: state a graph op cannot see
     "torch.autograd.grad_mode",
     "torch.amp.autocast_mode",
     "torch.utils._pytree",

@@ -365,16 +365,28 @@ class _Functionalizer:
             args, kwargs = _variant_arguments(node, op, variant.op)
             result = self.emit(variant.op, self.map_arg(args), self.map_arg(kwargs), node)
         num_returns = len(schema.returns)
-        new_values: list[fx.Node] = []
-        for j in range(len(mutated_nodes)):
+        example = result.meta["example_value"]
+        for j, mutated in enumerate(mutated_nodes):
             if variant.kind == "functional_suffix":
-                new_values.append(self.emit(operator.getitem, (result, num_returns + j), {}, node))
-            elif isinstance(result.meta["example_value"], torch.Tensor):
+                new = self.emit(operator.getitem, (result, num_returns + j), {}, node)
+            elif isinstance(example, torch.Tensor) or (
+                    len(mutated_nodes) == 1 and isinstance(mutated, (list, tuple))
+                    and isinstance(example, (list, tuple))
+                    and all(isinstance(e, torch.Tensor) for e in example)):
+                # NOTE: one mutated tensor, or one mutated list (`_foreach_mul_` ->
+                # `_foreach_mul` returns the list of new values)
                 assert len(mutated_nodes) == 1
-                new_values.append(result)
+                new = result
             else:
-                new_values.append(self.emit(operator.getitem, (result, j), {}, node))
-        for mutated, new in zip(mutated_nodes, new_values):
+                new = self.emit(operator.getitem, (result, j), {}, node)
+            if isinstance(mutated, (list, tuple)):
+                for i, item in enumerate(mutated):
+                    if item is None:
+                        continue
+                    if not isinstance(item, fx.Node):
+                        raise FunctionalizationError(f"mutated argument is not a tensor: {node}")
+                    self.write(item, self.emit(operator.getitem, (new, i), {}, node))
+                continue
             if not isinstance(mutated, fx.Node):
                 raise FunctionalizationError(f"mutated argument is not a tensor: {node}")
             self.write(mutated, new)
@@ -383,6 +395,8 @@ class _Functionalizer:
         for i, arg in zip(mutated_idx, mutated_nodes):
             info = schema.arguments[i].alias_info
             assert info is not None
+            if not isinstance(arg, fx.Node):
+                continue  # a mutated list: its items were written above
             for name in info.before_set:
                 write_sets[name] = arg
         redirects: dict[int, fx.Node] = {}
