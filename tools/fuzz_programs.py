@@ -16,6 +16,7 @@ import argparse
 import dataclasses
 import logging
 import pathlib
+import re
 import resource
 import signal
 import sys
@@ -167,7 +168,8 @@ def main(argv: list[str]) -> int:
             if not diffs:
                 continue
             wrong[b] += 1
-            kind = "raised where eager did not" if "!= eager None" in diffs[0] else "wrong"
+            raised = re.match(r"call \d+: exception \w+ != eager None", diffs[0])
+            kind = "raised where eager did not" if raised else "wrong"
             kinds[b][kind] = kinds[b].get(kind, 0) + 1
             if shown[b] >= args.show and args.out is None:
                 continue
