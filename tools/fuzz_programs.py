@@ -93,7 +93,7 @@ def _candidates(p: Program) -> list[Program]:
             smaller = dataclasses.replace(c, changes=c.changes[:j] + c.changes[j + 1:])
             out.append(dataclasses.replace(p, calls=p.calls[:i] + (smaller,) + p.calls[i + 1:]))
         for field, value in (("alias", "distinct"), ("fresh_obj", False), ("grad", True),
-                             ("lst_len", 1)):
+                             ("lst_len", 1), ("lst_alias", False)):
             if getattr(c, field) != value:
                 plainer = dataclasses.replace(c, **{field: value})
                 out.append(dataclasses.replace(

@@ -121,6 +121,7 @@ class Call:
     lst_len: int
     grad: bool
     fresh_obj: bool  # pass a new Obj instead of the module-level OBJ
+    lst_alias: bool = False  # the list's last slot is x itself
 
 
 @dataclasses.dataclass(frozen=True)
@@ -404,7 +405,7 @@ def _call(d: Draw, first: bool) -> Call:
             changes.append(d.pick([
                 "G = G + 1.0", "GN = GN + 1", "FLAG = not FLAG", "GT = GT * -1.0", "h = h_alt",
                 "Z = -Z", "D['a'] = GT", "LOG.append(0)", "OBJ.apply = _apply_inst",
-                "hd.__defaults__ = (3.0,)",
+                "hd.__defaults__ = (3.0,)", "GT = OBJ.w", "OBJ.w = GT",
                 "OBJ.scale = OBJ.scale * 2.0", "K.scale = K.scale + 1.0", "Obj.apply = _apply_alt",
                 "K.count = K.count + 5", "LOG.clear()", "D.clear()", "OBJ.w = torch.ones(4, 4)",
                 "OBJ.w = OBJ.w.t()",
@@ -416,6 +417,7 @@ def _call(d: Draw, first: bool) -> Call:
         lst_len=d.int(0, 3),
         grad=not d.chance(30),
         fresh_obj=d.chance(30),
+        lst_alias=d.chance(20),
     )
 
 
@@ -462,7 +464,7 @@ def render(p: Program) -> str:
             lines.append("    y = x")
         elif c.alias == "view":
             lines.append("    y = x.view(4, 4)")
-        lines.append("    lst = list(lb)")
+        lines.append("    lst = list(lb) + [x]" if c.lst_alias else "    lst = list(lb)")
         lines.append(f"    o = {'Obj(0.75)' if c.fresh_obj else 'OBJ'}")
         lines.append(f"    with torch.set_grad_enabled({c.grad}):")
         lines.append(f"        record({i}, lambda: fn(x, y, {c.n}, lst, o), "

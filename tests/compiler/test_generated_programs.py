@@ -100,7 +100,7 @@ def test_generator_covers_every_construct() -> None:
         "Obj.apply = _apply_alt", "y = x\n", "y = x.view(4, 4)", "requires_grad_(True)",
         "x, y = xb * 1.0, yb * 1.0", "o = Obj(0.75)", "with torch.set_grad_enabled(False):",
         "for kk in D", "if len(lst) < 4:", "= D.items()", "math.copysign(1.0, Z)", "Z = -Z",
-        "OBJ.apply = _apply_inst", "hd.__defaults__ = (3.0,)", "hd(", "OBJ.__class__.apply(",
+        "OBJ.apply = _apply_inst", "lst = list(lb) + [x]", "GT = OBJ.w", "hd.__defaults__ = (3.0,)", "hd(", "OBJ.__class__.apply(",
     ]:
         assert construct in sources, construct
 
