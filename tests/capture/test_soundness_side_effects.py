@@ -387,6 +387,15 @@ def f(x):
     return x + len(ITEMS)
 """
 
+GLOBAL_LIST_IADD = """
+LOG = []
+
+def f(x):
+    global LOG
+    LOG += [x, "step"]
+    return x + 1
+"""
+
 
 def _reset_registry(ns: dict[str, Any], i: int) -> None:
     if i == 2:
@@ -455,6 +464,7 @@ CASES: list[Any] = [
     ("helper_only_list", HELPER_ONLY_LIST, _x, _other_log, {"othermod": OTHERMOD}, 2),
     ("rebind_then_mutate_old", REBIND_THEN_MUTATE_OLD, _x, None, None, None),
     ("mutate_while_iterating_own_list", MUTATE_WHILE_ITERATING_OWN_LIST, _x, None, None, None),
+    ("global_list_iadd", GLOBAL_LIST_IADD, _x, _reassign_log, None, 2),
 ]
 
 

@@ -120,6 +120,9 @@ def apply_operator(tx: Translator, op: Callable[..., Any], args: list[Value]) ->
     ):
         # Arithmetic and comparisons on data-dependent numbers: computed in the graph.
         return torch_ops.call_torch(tx, INPLACE_TO_BINARY.get(op, op), args, {})
+    if op is operator.iadd and isinstance(args[0], ListValue):
+        # `log += [x]`: extends without reading the list (no length guard; see ListValue).
+        return _sequence_op(tx, op, args[0], args[1]) or args[0]
     consts = [python_constant(a) for a in args]
     if all(ok for ok, _ in consts) and any(isinstance(a, SetValue) for a in args) and (
         op not in INPLACE_TO_BINARY
