@@ -302,7 +302,7 @@ _WHERE = textwrap.dedent("""
     ("INDUCTOR_CACHE_DIR", "~/kernels", "home/kernels"),
     ("INDUCTOR_CACHE_DIR", "rel/kernels", "work/rel/kernels"),
     ("XDG_CACHE_HOME", "{tmp}/xdg", "xdg/compiler/inductor"),
-    ("COMPILER_CACHE_DIR", "~/root", "home/root/inductor"),
+    pytest.param("COMPILER_CACHE_DIR", "~/root", "home/root/inductor", marks=pytest.mark.slow),
 ])
 def test_cache_dir_resolution(variable: str, value: str, expected: str,
                               tmp_path: pathlib.Path) -> None:
