@@ -188,6 +188,10 @@ KNOWN_BUGS = {
         _program("obj.w = y.detach()", "return (y * 2)", grad=False, grad_mode="leaf"),
         ("inductor",),
     ),
+    "F9 callable() of an object created in the function is always True": (
+        _program("p = Obj(0.5)", "t1 = (x + 1.0) if callable(p) else (x - 1.0)", "return t1"),
+        ("eager", "aot_eager", "inductor"),
+    ),
 }
 
 
