@@ -80,7 +80,7 @@ def test_generated_programs_agree_with_eager(backend: str) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_many_generated_programs_agree_with_eager(backend: str) -> None:
-    @settings(max_examples=SLOW_EXAMPLES[backend], **_COMMON)
+    @settings(max_examples=SLOW_EXAMPLES[backend], phases=_PHASES[backend], **_COMMON)
     @given(programs())
     def run(program: Program) -> None:
         _agree(program, backend)
