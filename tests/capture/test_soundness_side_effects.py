@@ -396,6 +396,33 @@ def f(x):
     return x + 1
 """
 
+GLOBAL_SEEN_SET = """
+SEEN = {"start"}
+
+def f(x, key):
+    SEEN.add(key)
+    SEEN.add("always")
+    return x + 1
+"""
+
+GLOBAL_SET_READ = """
+SEEN = {1, 2}
+
+def f(x, key):
+    SEEN.add(key)
+    if 2 in SEEN:
+        SEEN.discard(2)
+    return x * len(SEEN)
+"""
+
+
+def _keys(i: int) -> tuple[Any, ...]:
+    return (torch.arange(3.0), f"k{i % 2}")
+
+
+def _ints(i: int) -> tuple[Any, ...]:
+    return (torch.arange(3.0), i)
+
 
 def _reset_registry(ns: dict[str, Any], i: int) -> None:
     if i == 2:
@@ -465,6 +492,8 @@ CASES: list[Any] = [
     ("rebind_then_mutate_old", REBIND_THEN_MUTATE_OLD, _x, None, None, None),
     ("mutate_while_iterating_own_list", MUTATE_WHILE_ITERATING_OWN_LIST, _x, None, None, None),
     ("global_list_iadd", GLOBAL_LIST_IADD, _x, _reassign_log, None, 2),
+    ("global_seen_set", GLOBAL_SEEN_SET, _keys, None, None, 2),
+    ("global_set_read", GLOBAL_SET_READ, _ints, None, None, None),
 ]
 
 

@@ -559,6 +559,15 @@ def _replay_side_effects(cg: codegen.CodeBuilder, output: OutputGraph) -> None:
             cg.store_fast(items)
             apply.append(call_helper(codegen.extend_list, target, items))
             continue
+        if isinstance(value, SetValue) and not value.is_loaded:
+            target = keep(source=value.source)
+            for _, item in value.added:
+                cg.reconstruct(item)
+            cg.build_tuple(len(value.added))
+            items = cg.new_temp()
+            cg.store_fast(items)
+            apply.append(call_helper(codegen.update_set, target, items))
+            continue
         if isinstance(value, DictValue) and not value.is_loaded:
             target = keep(source=value.source)
             stored = DictValue(dict(value.stored))

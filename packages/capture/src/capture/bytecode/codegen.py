@@ -62,6 +62,12 @@ def extend_list(target: list[Any], items: tuple[Any, ...]) -> None:
     target.extend(items)
 
 
+def update_set(target: set[Any], items: tuple[Any, ...]) -> None:
+    """Replay `s.add(k)` on a set whose contents the program never read."""
+    for item in items:
+        target.add(item)
+
+
 def update_dict(target: dict[Any, Any], items: dict[Any, Any]) -> None:
     """Replay `d[k] = v` on a dict whose other keys the program never read."""
     for key, value in items.items():
@@ -74,8 +80,11 @@ def replace_dict(target: dict[Any, Any], items: dict[Any, Any]) -> None:
 
 
 def replace_set(target: set[Any], items: set[Any]) -> None:
-    target.clear()
-    target.update(items)
+    """Make `target` hold `items` by removing and adding only what changed, so the real set's
+    table (and so its iteration order) changes as little as eager's did."""
+    target.difference_update([key for key in target if key not in items])
+    for key in items:
+        target.add(key)
 
 
 class CodeBuilder:

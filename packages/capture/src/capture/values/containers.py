@@ -292,16 +292,57 @@ class SetValue(Value):
     mutation its order is unknown and iterating it is unsupported (the frame runs eagerly).
     """
 
-    __slots__ = ("items", "mutated", "order", "order_known", "real")
+    __slots__ = ("_items", "added", "loader", "mutated", "order", "order_known", "real")
 
     def __init__(self, items: dict[object, Value], source: Source | None = None) -> None:
         super().__init__(source)
-        self.items = items
+        self._items: dict[object, Value] | None = items
         self.mutated = False
         # The set that existed before the call, for a value read from the frame.
         self.real: set[object] | None = None
         self.order: set[object] | None = None
         self.order_known = True
+        # A set read from the frame may be lazy, like `ListValue`: `s.add(k)` before any read
+        # goes to `added` and the contents stay unguarded (a set of seen keys grown on every
+        # call does not recompile on every call); the replay adds them to the real set.
+        self.added: list[tuple[object, Value]] = []
+        self.loader: Callable[[], dict[object, Value]] | None = None
+
+    @classmethod
+    def lazy(cls, real: set[object], source: Source,
+             loader: Callable[[], dict[object, Value]]) -> SetValue:
+        """A value for the existing set `real` whose items `loader` loads (and guards)."""
+        value = cls({}, source)
+        value._items = None
+        value.loader = loader
+        value.real = real
+        return value
+
+    @property
+    def items(self) -> dict[object, Value]:
+        """All items (loads, and guards, a lazy set's contents on first use)."""
+        if self._items is None:
+            assert self.loader is not None
+            loaded = self.loader()
+            self.loader = None
+            self._items = loaded
+            for key, item in self.added:
+                if key not in loaded:
+                    loaded[key] = item
+                    self.order_known = False  # added to a real table we cannot replay
+            self.added = []
+        return self._items
+
+    @items.setter
+    def items(self, items: dict[object, Value]) -> None:
+        self._items = items
+        self.loader = None
+        self.added = []
+
+    @property
+    def is_loaded(self) -> bool:
+        """False while only `s.add(k)` happened to an existing set (never read)."""
+        return self._items is not None
 
     @classmethod
     def new(cls) -> SetValue:
@@ -312,6 +353,9 @@ class SetValue(Value):
 
     def add(self, key: object, item: Value) -> None:
         """`s.add(item)`."""
+        if self._items is None:
+            self.added.append((key, item))
+            return
         if key not in self.items:
             self.items[key] = item
         if self.order is not None:
@@ -371,7 +415,9 @@ class SetValue(Value):
         cg.remember_rebuilt(self)
 
     def describe(self) -> str:
-        return f"set[{len(self.items)}]"
+        if self._items is None:
+            return f"set[?+{len(self.added)}]"
+        return f"set[{len(self._items)}]"
 
 
 class IteratorValue(Value):

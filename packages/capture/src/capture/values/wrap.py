@@ -167,9 +167,15 @@ def wrap(output: OutputGraph, obj: object, source: Source | None) -> Value:
     if cls in (set, frozenset) and all(is_literal(k) for k in obj):  # type: ignore[attr-defined]
         if source is not None:
             output.add_guard(source, GuardKind.TYPE_MATCH, cls)
-            output.add_guard(source, GuardKind.CONST_EQ, frozenset(obj))  # type: ignore[call-overload]  # set/frozenset checked above
         if cls is frozenset:
+            if source is not None:
+                output.add_guard(source, GuardKind.CONST_EQ, obj)
             return ConstantValue(obj, source)
+        if source is not None:
+            # Contents are guarded when the program reads them (`_set_items`).
+            assert isinstance(obj, set)
+            load_set = functools.partial(_set_items, output, obj, source)
+            return _remember(output, obj, SetValue.lazy(obj, source, load_set))
         svalue = SetValue({k: ConstantValue(k) for k in obj}, source)  # type: ignore[attr-defined]
         svalue.real = obj  # type: ignore[assignment]  # a set (frozensets returned above)
         return _remember(output, obj, svalue)
@@ -185,6 +191,11 @@ def wrap(output: OutputGraph, obj: object, source: Source | None) -> Value:
 def _list_items(output: OutputGraph, obj: list[object], source: Source) -> list[Value]:
     output.add_guard(source, GuardKind.LEN, len(obj))
     return [wrap(output, x, ItemSource(source, i)) for i, x in enumerate(obj)]
+
+
+def _set_items(output: OutputGraph, obj: set[object], source: Source) -> dict[object, Value]:
+    output.add_guard(source, GuardKind.CONST_EQ, frozenset(obj))
+    return {k: ConstantValue(k) for k in obj}
 
 
 def _dict_items(
