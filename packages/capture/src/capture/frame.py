@@ -11,6 +11,7 @@ import contextlib
 import functools
 import inspect
 import itertools
+import keyword
 import logging
 import threading
 import time
@@ -137,25 +138,31 @@ def make_binder(fn: types.FunctionType) -> Callable[..., dict[str, object]]:
     nargs = code.co_argcount
     nposonly = code.co_posonlyargcount
     nkwonly = code.co_kwonlyargcount
+    # NOTE: a resume function's arguments carry the frame's locals, whose names need not be
+    # identifiers (pytest's assertion rewriting binds `@py_assert0`): those get stand-ins.
+    spelled = {
+        name: name if name.isidentifier() and not keyword.iskeyword(name) else f"_arg{i}"
+        for i, name in enumerate(code.co_varnames)
+    }
     names = list(code.co_varnames[: nargs + nkwonly])
     params = []
     for i, name in enumerate(names[:nargs]):
-        params.append(name)
+        params.append(spelled[name])
         if i + 1 == nposonly:
             params.append("/")
     index = nargs + nkwonly
     extra: list[str] = []
     if code.co_flags & inspect.CO_VARARGS:
-        params.append("*" + code.co_varnames[index])
+        params.append("*" + spelled[code.co_varnames[index]])
         extra.append(code.co_varnames[index])
         index += 1
     elif nkwonly:
         params.append("*")
-    params.extend(names[nargs:])
+    params.extend(spelled[name] for name in names[nargs:])
     if code.co_flags & inspect.CO_VARKEYWORDS:
-        params.append("**" + code.co_varnames[index])
+        params.append("**" + spelled[code.co_varnames[index]])
         extra.append(code.co_varnames[index])
-    entries = [f"{n!r}: {n}" for n in names + extra]
+    entries = [f"{n!r}: {spelled[n]}" for n in names + extra]
     for i, free in enumerate(code.co_freevars):
         entries.append(f"{free!r}: _cell{i}.cell_contents")
     src = f"def _bind({', '.join(params)}):\n    return {{{', '.join(entries)}}}\n"

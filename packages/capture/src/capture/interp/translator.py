@@ -145,7 +145,7 @@ class Translator:
         # NOTE: 3.12+ wrap a generator's whole body in a handler that turns StopIteration
         # into RuntimeError; it runs no user code.
         target = self.instructions[entry.target]
-        return not (target.opname == "CALL_INTRINSIC_1" and entry.start == 0)
+        return not (target.opname == "CALL_INTRINSIC_1" and target.arg == 3)
 
     def execute(self) -> None:
         """Interpret until RETURN or (in a generator) YIELD_VALUE."""
