@@ -59,7 +59,11 @@ def make_backend(fw_compiler: Compiler, bw_compiler: Compiler | None = None,
         lifted = LiftedModule(gm)
         compiled = AotCompiled(lifted, fw_compiler, bw_compiler, partition_fn, decompositions,
                                values)
-        compiled.prepare(*lifted.state(), *example_inputs)
+        placeholders = sum(1 for node in gm.graph.nodes if node.op == "placeholder")
+        if len(example_inputs) == placeholders:
+            compiled.prepare(*lifted.state(), *example_inputs)
+        # NOTE: without an example for every input (a caller that has none), the graph is
+        # compiled on its first call instead.
         return BackendCallable(gm, compiled, lifted)
 
     return backend
