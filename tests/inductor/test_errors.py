@@ -268,3 +268,11 @@ def test_shift_counts_out_of_range_match_eager(dtype: torch.dtype) -> None:
         compiled = _compile(fn)
         for k in range(2):
             _same(fn, compiled, [a, b + k])
+
+
+def test_nll_loss_and_cross_entropy_target_out_of_range_raise_index_error() -> None:
+    x = torch.randn(5, 3)
+    good = _idx(0, 2, 1, 1, -100)
+    for fn in (lambda t, y: F.nll_loss(t.log_softmax(1), y),
+               lambda t, y: F.cross_entropy(t, y, reduction="none") * 2):
+        _alternate(fn, [x, good], [[x, _idx(0, 3, 1, 1, 2)], [x, _idx(0, -1, 1, 1, 2)]])

@@ -20,8 +20,7 @@ _EXTRA = [
     aten.embedding_dense_backward, aten.native_dropout, aten.native_dropout_backward,
     aten.hardtanh, aten.logsumexp, aten.rsub, aten.addcmul, aten.addcdiv,
     aten.lerp, aten.leaky_relu, aten.elu, aten.softplus, aten.sigmoid_backward,
-    aten.tanh_backward, aten.threshold_backward, aten.nll_loss_forward,
-    aten.nll_loss_backward, aten.mse_loss, aten.mse_loss_backward, aten.stack, aten.repeat,
+    aten.tanh_backward, aten.threshold_backward, aten.nll_loss_backward, aten.mse_loss, aten.mse_loss_backward, aten.stack, aten.repeat,
     aten.tril, aten.triu, aten._native_batch_norm_legit_no_training,
     aten._native_batch_norm_legit_functional, aten.native_batch_norm,
     aten.native_batch_norm_backward, aten.native_group_norm, aten.std,
@@ -37,7 +36,10 @@ _KEEP = {aten.gelu.default, aten.addmm.default, aten.clamp.default,
          # NOTE: its decomposition returns the attention weights where the real op returns
          # the logsumexp that the op's own backward reads: decomposing only the forward
          # of a joint graph would feed the backward the wrong tensor.
-         aten._scaled_dot_product_flash_attention_for_cpu.default}
+         aten._scaled_dot_product_flash_attention_for_cpu.default,
+         # NOTE: ATen's kernel raises IndexError("Target 5 is out of bounds.") for a class
+         # index out of range; the decomposition's gather would raise another error.
+         aten.nll_loss_forward.default, aten.nll_loss2d_forward.default}
 
 
 def _take(self: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
