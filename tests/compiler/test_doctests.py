@@ -8,7 +8,9 @@ import importlib
 import compiler
 import pytest
 
-MODULES = ["compiler.api", "compiler.backends", "compiler.options", "compiler.config"]
+MODULES = [
+    "compiler.api", "compiler.backends", "compiler.options", "compiler.config", "compiler.explain",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -20,7 +20,15 @@ from capture import config as config
 from capture import policy
 from capture.backends import backend_name as _backend_name
 from capture.backends import list_backends, lookup_backend, register_backend
-from capture.frame import CompiledFunction, CompileOptions, is_compiling, reset_all, run_disabled
+from capture.frame import (
+    CompiledFunction,
+    CompileOptions,
+    CompileRecord,
+    is_compiling,
+    recording,
+    reset_all,
+    run_disabled,
+)
 from capture.graph_break import BackendCompilerFailed, Unsupported
 from capture.module_wrapper import OptimizedModule, make_trampoline
 
@@ -28,6 +36,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BackendCompilerFailed",
+    "CompileRecord",
     "CompiledFunction",
     "OptimizedModule",
     "Unsupported",
@@ -38,6 +47,7 @@ __all__ = [
     "list_backends",
     "lookup_backend",
     "optimize",
+    "recording",
     "register_backend",
     "reset",
 ]

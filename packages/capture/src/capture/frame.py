@@ -18,7 +18,7 @@ import time
 import types
 import warnings
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +53,21 @@ _frame_ids = itertools.count()
 _all_wrappers: weakref.WeakSet[CompiledFunction] = weakref.WeakSet()
 _state = threading.local()
 _no_patch = contextlib.nullcontext()
+
+
+_recorders: list[list[CompileRecord]] = []
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list[CompileRecord]]:
+    """Collect the `CompileRecord` of every frame compiled inside the block (resume
+    functions and compiled callees of graph breaks included), in compile order."""
+    records: list[CompileRecord] = []
+    _recorders.append(records)
+    try:
+        yield records
+    finally:
+        _recorders.remove(records)
 
 
 def is_compiling() -> bool:
@@ -286,6 +301,7 @@ class CompiledFunction:
         self._entry_grad_mode = grad_mode
         autocast_state = torch.is_autocast_enabled("cpu")
         _state.compiling = True
+        graph_break: Unsupported | None = None
         try:
             try:
                 new_code, gm = _trace_and_codegen(self, output, L, marker)
@@ -294,9 +310,10 @@ class CompiledFunction:
                 if retry is None:
                     raise
                 output, new_code, gm = retry
+                graph_break = first
         except Unsupported as e:
             tree = build_tree(output.guards.values(), global_state)
-            self.compiles.append(CompileRecord(None, tree, None, time.perf_counter() - start, e))
+            self._record(CompileRecord(None, tree, None, time.perf_counter() - start, e))
             if e.kind is GraphBreakKind.EXCEPTION:
                 return self._user_error_probe(e, tree, marker)
             if self.fullgraph:
@@ -313,7 +330,9 @@ class CompiledFunction:
         )
         fn.__kwdefaults__ = self.fn.__kwdefaults__
         record = CompileRecord(gm, tree, new_code, time.perf_counter() - start)
-        self.compiles.append(record)
+        if graph_break is not None:
+            record.extra["graph_break"] = graph_break
+        self._record(record)
         if self.option("verbose") or logs.guards_log.isEnabledFor(logging.DEBUG):
             logs.verbose_print("guards", marker, tree.render())
             logs.verbose_print("bytecode", marker, "original:\n" + format_code(self.code)
@@ -353,6 +372,11 @@ class CompiledFunction:
             return result
 
         return probe
+
+    def _record(self, record: CompileRecord) -> None:
+        self.compiles.append(record)
+        for records in _recorders:
+            records.append(record)
 
     def _trace_with_break(
         self, error: Unsupported, L: dict[str, object], marker: str

@@ -18,6 +18,9 @@ from compiler.backends import list_backends as list_backends
 from compiler.backends import lookup_backend as lookup_backend
 from compiler.backends import register_backend as register_backend
 from compiler.config import config as config
+from compiler.explain import ExplainOutput as ExplainOutput
+from compiler.explain import GraphBreakInfo as GraphBreakInfo
+from compiler.explain import explain as explain
 from compiler.options import list_mode_options as list_mode_options
 from compiler.options import list_options as list_options
 
@@ -25,10 +28,13 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Backend",
+    "ExplainOutput",
+    "GraphBreakInfo",
     "__version__",
     "compile",
     "config",
     "disable",
+    "explain",
     "is_compiling",
     "list_backends",
     "list_mode_options",

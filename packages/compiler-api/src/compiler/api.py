@@ -255,8 +255,9 @@ def disable(fn: _F | None = None) -> _F | Callable[[_F], _F]:
         False
 
     Notes:
-        Under `compile(fullgraph=True)`, calling a disabled function from the compiled code
-        is an unsupported construct (it cannot be part of one graph).
+        A call to a disabled function from compiled code is a graph break around that one
+        call: the code before and after it is still compiled. Under
+        `compile(fullgraph=True)` it is an error instead (it cannot be part of one graph).
     """
     if fn is None:
 
