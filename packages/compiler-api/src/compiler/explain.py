@@ -59,10 +59,11 @@ class ExplainOutput:
     run_time: float = 0.0
 
     def __str__(self) -> str:
-        lines = [
+        headline = (
             f"{self.graph_count} graph(s), {self.graph_break_count} graph break(s), "
-            f"{sum(self.ops_per_graph)} op(s); capture took {self.compile_time:.3f} s",
-        ]
+            f"{sum(self.ops_per_graph)} op(s); capture took {self.compile_time:.3f} s"
+        )
+        lines = [headline]
         if self.break_reasons:
             lines.append("Graph breaks (each splits a graph or runs code eagerly):")
             # NOTE: whole frames left to eager Python cost most: listed first.
