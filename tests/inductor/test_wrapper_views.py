@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import aotgrad
-import pytest
 import torch
 from aten_trace import trace_aten
 from inductor.pipeline import compile_aten
