@@ -16,6 +16,7 @@ from guards.sources import AttrSource, ClosureSource, ConstSource, DefaultSource
 from capture import policy, torch_ops
 from capture.graph_break import GraphBreakKind, unsupported
 from capture.interp.lookup_guards import class_method
+from capture.output_graph import GuardKind
 from capture.values import (
     NULL,
     CellValue,
@@ -221,17 +222,19 @@ def inline_function(
         code = fn.__code__
         f_globals = fn.__globals__
         name = fn.__name__
-        src = fn_value.source if fn_value is not None else None
-        if src is None:
-            # NOTE: the function is fixed for the entry (how it was reached is guarded):
-            # its defaults and closure cells are guarded through the function itself.
-            src = ConstSource.of(fn)
+        # NOTE: the function is fixed for the entry (how it was reached is guarded), so its
+        # defaults and closure cells are guarded through the function itself: short
+        # accessors, whatever chain of closures and attributes led to it.
+        src = ConstSource.of(fn)
+        if fn.__defaults__:
+            # One identity check on the tuple fixes every immutable default in it.
+            output.add_guard(AttrSource(src, "__defaults__"), GuardKind.ID_MATCH, fn.__defaults__)
         defaults = tuple(
-            wrap(output, d, DefaultSource(src, i) if src is not None else None)
+            ConstantValue(d) if _immutable_literal(d) else wrap(output, d, DefaultSource(src, i))
             for i, d in enumerate(fn.__defaults__ or ())
         )
         kwdefaults = {
-            k: wrap(output, d, DefaultSource(src, k) if src is not None else None)
+            k: wrap(output, d, DefaultSource(src, k))
             for k, d in (fn.__kwdefaults__ or {}).items()
         }
         cells = []
@@ -241,7 +244,7 @@ def inline_function(
             except ValueError:
                 cells.append(CellValue(None))
                 continue
-            csrc = ClosureSource(src, i, code.co_freevars[i]) if src is not None else None
+            csrc = ClosureSource(src, i, code.co_freevars[i])
             cells.append(CellValue(wrap(output, contents, csrc), csrc))
         closure = tuple(cells)
     if policy.is_disabled(code):
@@ -290,8 +293,6 @@ def call_module(
     from capture.interp.attributes import get_attr
 
     if mv.source is not None:
-        from capture.output_graph import GuardKind
-
         for table in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
                       "_backward_pre_hooks"):
             hooks = getattr(module, table)
@@ -393,6 +394,11 @@ def construct(tx: Translator, cls: type, args: list[Value], kwargs: dict[str, Va
     post = inspect.getattr_static(cls, "__post_init__", None)
     del post  # dataclass __init__ calls __post_init__ itself
     return obj
+
+
+def _immutable_literal(obj: object) -> bool:
+    """None, bools, ints, floats and strs: fixed by the identity of the tuple holding them."""
+    return obj is None or type(obj) in (bool, int, float, str)
 
 
 def is_null(value: Value) -> bool:

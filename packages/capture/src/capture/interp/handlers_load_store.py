@@ -68,13 +68,10 @@ def _load_global_value(tx: Translator, name: str) -> None:
         source: Source
         if tx.f_globals is tx.output.root_globals:
             source = GlobalSource(name)
-        elif tx.globals_source is not None:
-            # A global of another module read by an inlined function: guarded through
-            # the function's `__globals__`.
-            source = ItemSource(tx.globals_source, name)
         else:
-            # NOTE: the module's globals dict is fixed for the function read here (itself
-            # guarded), so its entries are guarded through the dict itself.
+            # NOTE: a global of another module read by an inlined function: the function is
+            # fixed for the entry (guarded) and `__globals__` cannot be rebound, so the
+            # entries are guarded through the globals dict itself (one short accessor).
             source = ItemSource(ConstSource.of(tx.f_globals), name)
         tx.push(wrap(tx.output, obj, source))
         return
