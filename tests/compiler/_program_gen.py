@@ -329,9 +329,10 @@ class _Gen:
                     self.block(inner, 0, 1))
             view = self.fresh("view")
             k = self.fresh("k")
+            lines = [f"{view} = D.{d.pick(['keys', 'values', 'items'])}()",
+                     f"D[{d.pick(['n', repr('v')])}] = {self.int_expr(s)}", f"{k} = len({view})"]
             s.ints.append(k)
-            return [f"{view} = D.{d.pick(['keys', 'values', 'items'])}()",
-                    f"D[{d.pick(['n', repr('v')])}] = {self.int_expr(s)}", f"{k} = len({view})"]
+            return lines
         # grad-mode blocks
         which = d.int(0, 2)
         if which == 2:

@@ -157,6 +157,10 @@ KNOWN_BUGS = {
         _program("OBJ.count += 1", "LOG.append(1)", "lst.pop()", "return (x + 1)", lst_len=0),
         ("eager", "aot_eager", "inductor"),
     ),
+    "F1c an input's in-place change before a Python error while tracing is lost": (
+        _program("x.add_(x)", "lst[0] = x", "return (x,)", lst_len=0),
+        ("eager", "aot_eager", "inductor"),
+    ),
     "F2 an overlapping in-place copy raises RuntimeError as eager does (fixed)": (
         _program("x[1:] = x[:-1]", "return x"),
         (),
