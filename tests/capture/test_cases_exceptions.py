@@ -232,7 +232,26 @@ def generator_abandoned_inside_try(x, log):
     return x
 
 
+def _indexed(seq):  # the shape of collections.abc.Sequence.__iter__
+    i = 0
+    try:
+        while True:
+            yield seq[i]
+            i += 1
+    except IndexError:
+        return
+
+
+def generator_abandoned_inside_except_clause(x):
+    # closing it raises GeneratorExit, which `except IndexError` does not catch: no code runs
+    for v in _indexed([1.0, 2.0, 3.0]):
+        x = x + v
+        break
+    return x
+
+
 CASES = [
+    case(generator_abandoned_inside_except_clause, t(3)),
     case(context_manager_effects_interleave, t(3), []),
     case(generator_effects_interleave, t(3), []),
     case(generator_partly_consumed, t(3), []),

@@ -137,16 +137,6 @@ class Translator:
         self.yielded = None
         return item
 
-    def suspended_in_handler_block(self) -> bool:
-        """Whether the suspended instruction is covered by a try/with handler."""
-        entry = exception_handler(self.code, self.ip - 1)
-        if entry is None:
-            return False
-        # NOTE: 3.12+ wrap a generator's whole body in a handler that turns StopIteration
-        # into RuntimeError; it runs no user code.
-        target = self.instructions[entry.target]
-        return not (target.opname == "CALL_INTRINSIC_1" and target.arg == 3)
-
     def execute(self) -> None:
         """Interpret until RETURN or (in a generator) YIELD_VALUE."""
         output = self.output
