@@ -311,13 +311,13 @@ def test_list_options_are_every_packages():
 
 def test_public_surface():
     assert sorted(compiler.__all__) == sorted([
-        "Backend", "__version__", "compile", "config", "disable", "is_compiling",
-        "list_backends", "list_mode_options", "list_options", "lookup_backend",
-        "register_backend", "reset",
+        "Backend", "ExplainOutput", "GraphBreakInfo", "__version__", "compile", "config",
+        "disable", "explain", "is_compiling", "list_backends", "list_mode_options",
+        "list_options", "lookup_backend", "register_backend", "reset",
     ])
     for name in compiler.__all__:
         obj = getattr(compiler, name)
-        if callable(obj) and name != "Backend":
+        if callable(obj) and name != "Backend" and not isinstance(obj, type):
             doc = inspect.getdoc(obj) or ""
             for section in ("Returns:", "Examples:", "Notes:"):
                 assert section in doc, f"compiler.{name} docstring lacks {section}"

@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from _program_gen import Call, Draw, Program, generate
 from _program_run import check, compare, reproducer, run
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
 BACKENDS = ("eager", "aot_eager", "inductor")
@@ -40,6 +40,13 @@ SLOW_EXAMPLES = {"eager": 1000, "aot_eager": 500, "inductor": 150}
 def programs(draw: st.DrawFn) -> Program:
     """A hypothesis strategy over generated programs (shrinks to fewer, plainer statements)."""
     return generate(Draw.hypothesis(draw))
+
+
+def _hits_f1(program: Program) -> bool:
+    """Whether the program has an overlapping in-place copy, which raises inside the graph at
+    run time: KNOWN_BUGS' F1 (Python side effects before it are lost), tracked by its strict
+    xfail in `test_found_program`; the random runs do not re-find it."""
+    return any("[1:] = " in line and "[:-1]" in line for line in program.body)
 
 
 def _agree(program: Program, backend: str) -> None:
@@ -72,6 +79,7 @@ def test_generated_programs_agree_with_eager(backend: str) -> None:
               **_COMMON)
     @given(programs())
     def run(program: Program) -> None:
+        assume(not _hits_f1(program))
         _agree(program, backend)
 
     run()
@@ -83,6 +91,7 @@ def test_many_generated_programs_agree_with_eager(backend: str) -> None:
     @settings(max_examples=SLOW_EXAMPLES[backend], phases=_PHASES[backend], **_COMMON)
     @given(programs())
     def run(program: Program) -> None:
+        assume(not _hits_f1(program))
         _agree(program, backend)
 
     run()
@@ -153,13 +162,13 @@ KNOWN_BUGS = {
         _program("obj.count += 1", "lst.append(x)", "x[1:] = x[:-1]", "return (x + 1)"),
         ("eager", "aot_eager", "inductor"),
     ),
-    "F1b side effects done before a Python error while tracing are lost": (
+    "F1b side effects done before a Python error while tracing are kept (fixed)": (
         _program("OBJ.count += 1", "LOG.append(1)", "lst.pop()", "return (x + 1)", lst_len=0),
-        ("eager", "aot_eager", "inductor"),
+        (),
     ),
-    "F1c an input's in-place change before a Python error while tracing is lost": (
+    "F1c an input's in-place change before a Python error while tracing is kept (fixed)": (
         _program("x.add_(x)", "lst[0] = x", "return (x,)", lst_len=0),
-        ("eager", "aot_eager", "inductor"),
+        (),
     ),
     "F2 an overlapping in-place copy raises RuntimeError as eager does (fixed)": (
         _program("x[1:] = x[:-1]", "return x"),
@@ -192,9 +201,9 @@ KNOWN_BUGS = {
         _program("obj.w = y.detach()", "return (y * 2)", grad=False, grad_mode="leaf"),
         ("inductor",),
     ),
-    "F9 callable() of an object created in the function is always True": (
+    "F9 callable() of an object created in the function is its class's answer (fixed)": (
         _program("p = Obj(0.5)", "t1 = (x + 1.0) if callable(p) else (x - 1.0)", "return t1"),
-        ("eager", "aot_eager", "inductor"),
+        (),
     ),
 }
 

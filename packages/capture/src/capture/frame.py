@@ -320,6 +320,20 @@ class CompiledFunction:
                 raise
             self._fall_back(e, tree, marker)
             return self.fn
+        except BackendCompilerFailed:
+            raise
+        except Exception as error:  # noqa: BLE001  # never let it pass for the program's own
+            # NOTE: an exception escaped the translator (a Python error of the program met at
+            # an operation capture performs for real, or a capture bug): the function runs
+            # eagerly, so the user gets eager's exception with every side effect before it,
+            # or, if eager raises nothing, the frame falls back to eager.
+            reason = unsupported(
+                GraphBreakKind.EXCEPTION,
+                f"{type(error).__name__} while tracing: {error}",
+            )
+            tree = build_tree(output.guards.values(), global_state)
+            self._record(CompileRecord(None, tree, None, time.perf_counter() - start, reason))
+            return self._user_error_probe(reason, tree, marker)
         finally:
             _state.compiling = False
             torch._C._set_grad_enabled(grad_mode)

@@ -114,6 +114,10 @@ def explain(fn: Callable[..., Any]) -> Callable[..., ExplainOutput]:
         (2, 1)
         >>> out.break_reasons[0].source
         'if y.sum() > 0:'
+
+    Notes:
+        Each call of the returned function compiles `fn` afresh (its own cache), so the
+        report describes exactly that call; entries of `compiler.compile(fn)` are untouched.
     """
     expect("explain", "fn", fn, "a callable", callable(fn))
 

@@ -613,10 +613,11 @@ def _callable(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Va
     if isinstance(value, ConstantValue):
         return ConstantValue(callable(value.value))
     if isinstance(value, ObjectValue):
-        # TODO(#11): hasattr(cls, "__call__") holds for every class (type.__call__); instances
-        # are callable only when the class defines __call__.
-        return ConstantValue(callable(value.obj) if value.obj is not None
-                             else hasattr(value.cls, "__call__"))  # noqa: B004
+        # NOTE: an instance is callable when its class (not its metaclass) defines __call__;
+        # hasattr(cls, "__call__") would hold for every class (type.__call__).
+        if value.obj is not None:
+            return ConstantValue(callable(value.obj))
+        return ConstantValue(any("__call__" in vars(k) for k in value.cls.__mro__))
     return ConstantValue(False)
 
 

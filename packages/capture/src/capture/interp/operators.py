@@ -524,10 +524,13 @@ def set_item(tx: Translator, container: Value, key: Value, value: Value) -> None
         ok, index = python_constant(key)
         if not ok:
             raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, "non-constant list index")
-        if isinstance(index, slice):
-            container.items[index] = value.unpack()
-        else:
-            container.items[index] = value
+        try:
+            if isinstance(index, slice):
+                container.items[index] = value.unpack()
+            else:
+                container.items[index] = value
+        except (IndexError, TypeError, ValueError) as e:  # the user's code raises this too
+            raise RaisedInTrace(e) from None
         tx.output.side_effects.mutate_container(container)
         return
     if isinstance(container, DictValue):
