@@ -3,7 +3,7 @@
 program for backends eager, aot_eager and inductor, and the count of BAD ones."""
 import sys, torch, torch.nn as nn, torch.nn.functional as F
 sys.path.insert(0, __import__("os").path.dirname(__file__))
-from harness import check
+from harness import check, main
 T = lambda *s: torch.randn(*s)
 P = []
 def probe(f): P.append(f); return f
@@ -375,13 +375,4 @@ def bernoulli_inplace():
     return f, None, [c, c]
 
 if __name__ == "__main__":
-    sel = sys.argv[1:]
-    bad = 0
-    for p in P:
-        if sel and p.__name__ not in sel: continue
-        try:
-            r = check(p.__name__, p)
-        except Exception as e:
-            print("ERR ", p.__name__, type(e).__name__, str(e)[:200]); continue
-        bad += any(v != "ok" for v in r.values())
-    print("bad", bad, "of", len(P))
+    main(P, sys.argv[1:])

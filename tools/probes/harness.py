@@ -65,3 +65,18 @@ def check(name, make, backends=("eager", "aot_eager", "inductor")):
     flag = "OK  " if all(v == "ok" for v in res.values()) else "BAD "
     print(f"{flag}{name}: {line}", flush=True)
     return res
+
+
+def main(probes, argv):
+    """Run `probes` (those named in `argv`, or all) and print the count of BAD ones."""
+    bad = 0
+    for p in probes:
+        if argv and p.__name__ not in argv:
+            continue
+        try:
+            r = check(p.__name__, p)
+        except Exception as e:
+            print("ERR ", p.__name__, type(e).__name__, str(e)[:200])
+            continue
+        bad += any(v != "ok" for v in r.values())
+    print("bad", bad, "of", len(probes))

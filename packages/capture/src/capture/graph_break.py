@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import linecache
+import types
 from dataclasses import dataclass, field
 
 
@@ -106,6 +107,17 @@ class RaisedInTrace(Unsupported):
             [HINT_EAGER],
         )
         self.exception = exception
+
+
+def new_exception(cls: type[BaseException], args: tuple[object, ...]) -> BaseException:
+    """`cls(*args)` for an exception class whose construction runs no Python code."""
+    for name in ("__init__", "__new__"):
+        if isinstance(getattr(cls, name, None), types.FunctionType):
+            raise unsupported(
+                GraphBreakKind.EXCEPTION,
+                f"creating the exception {cls.__name__} (its {name} is Python code)",
+            )
+    return cls(*args)
 
 
 class BackendCompilerFailed(RuntimeError):

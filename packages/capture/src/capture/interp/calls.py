@@ -14,7 +14,7 @@ import torch
 from guards.sources import AttrSource, ClosureSource, ConstSource, DefaultSource, ItemSource
 
 from capture import policy, torch_ops
-from capture.graph_break import GraphBreakKind, unsupported
+from capture.graph_break import GraphBreakKind, new_exception, unsupported
 from capture.interp.lookup_guards import class_method
 from capture.output_graph import GuardKind
 from capture.values import (
@@ -342,7 +342,6 @@ def construct(tx: Translator, cls: type, args: list[Value], kwargs: dict[str, Va
         )
     if issubclass(cls, BaseException):
         from capture.interp import operators
-        from capture.interp.handlers_exceptions import new_exception
 
         ok, values = operators.python_constant(TupleValue(list(args)))
         if not ok or kwargs:

@@ -8,10 +8,8 @@ translator (`Translator.unwind`) finds the handler, these opcodes run it.
 
 from __future__ import annotations
 
-import types
-
 from capture.bytecode.instructions import Instruction
-from capture.graph_break import GraphBreakKind, RaisedInTrace, unsupported
+from capture.graph_break import GraphBreakKind, RaisedInTrace, new_exception, unsupported
 from capture.interp import operators
 from capture.interp.registry import handler
 from capture.interp.translator import Translator
@@ -28,17 +26,6 @@ def real_exception(value: Value) -> BaseException:
     raise unsupported(
         GraphBreakKind.EXCEPTION, f"raising {value.describe()}, which is not a known exception"
     )
-
-
-def new_exception(cls: type[BaseException], args: tuple[object, ...]) -> BaseException:
-    """`cls(*args)` for an exception class whose construction runs no Python code."""
-    for name in ("__init__", "__new__"):
-        if isinstance(getattr(cls, name, None), types.FunctionType):
-            raise unsupported(
-                GraphBreakKind.EXCEPTION,
-                f"creating the exception {cls.__name__} (its {name} is Python code)",
-            )
-    return cls(*args)
 
 
 def current_exception(tx: Translator) -> Value | None:
