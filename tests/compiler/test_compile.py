@@ -311,9 +311,10 @@ def test_list_options_are_every_packages():
 
 def test_public_surface():
     assert sorted(compiler.__all__) == sorted([
-        "Backend", "ExplainOutput", "GraphBreakInfo", "__version__", "compile", "config",
-        "disable", "explain", "is_compiling", "list_backends", "list_mode_options",
-        "list_options", "lookup_backend", "register_backend", "reset",
+        "Backend", "ExplainOutput", "GraphBreakInfo", "__version__", "allow_in_graph",
+        "assume_constant_result", "compile", "config", "disable", "disallow_in_graph",
+        "explain", "graph_break", "is_compiling", "list_backends", "list_mode_options",
+        "list_options", "lookup_backend", "register_backend", "reset", "substitute_in_graph",
     ])
     for name in compiler.__all__:
         obj = getattr(compiler, name)

@@ -8,8 +8,6 @@ transformed code.
 
 from __future__ import annotations
 
-import functools
-import logging
 import types
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -17,7 +15,6 @@ from typing import Any
 import torch
 
 from capture import config as config
-from capture import policy
 from capture.backends import backend_name as _backend_name
 from capture.backends import list_backends, lookup_backend, register_backend
 from capture.frame import (
@@ -27,10 +24,17 @@ from capture.frame import (
     is_compiling,
     recording,
     reset_all,
-    run_disabled,
 )
 from capture.graph_break import BackendCompilerFailed, Unsupported
 from capture.module_wrapper import OptimizedModule, make_trampoline
+from capture.rules import (
+    allow_in_graph,
+    assume_constant_result,
+    disable,
+    disallow_in_graph,
+    graph_break,
+    substitute_in_graph,
+)
 
 __version__ = "0.1.0"
 
@@ -41,8 +45,12 @@ __all__ = [
     "OptimizedModule",
     "Unsupported",
     "__version__",
+    "allow_in_graph",
+    "assume_constant_result",
     "config",
     "disable",
+    "disallow_in_graph",
+    "graph_break",
     "is_compiling",
     "list_backends",
     "lookup_backend",
@@ -50,6 +58,7 @@ __all__ = [
     "recording",
     "register_backend",
     "reset",
+    "substitute_in_graph",
 ]
 
 
@@ -64,12 +73,15 @@ def optimize(
     """Compile `target` (function, bound method or nn.Module) with `backend`.
 
     Returns a wrapper: a `CompiledFunction` for functions and methods, an `OptimizedModule`
-    for modules. `dynamic=True` is accepted and treated as static shapes for now.
+    for modules. `dynamic`: None (default) compiles static shapes first and makes a size
+    or int argument symbolic when a later call changes it (automatic dynamic); True makes
+    every input size symbolic from the first compile; False keeps static shapes (only
+    dimensions marked with `mark_dynamic` are symbolic).
     `options`: option values for this compile: capture's and guards' (`suppress_errors`,
     `cache_size_limit`, ...) apply to the wrapper; any other name is passed to the backend
     as `backend(gm, example_inputs, options=...)`.
     """
-    opts = CompileOptions.split(options)
+    opts = CompileOptions.split(options, dynamic)
     if isinstance(backend, str):
         backend_fn = lookup_backend(backend)
         name = backend
@@ -78,12 +90,6 @@ def optimize(
         name = _backend_name(backend)
     else:
         raise TypeError(f"backend must be a name or a callable, got {type(backend).__name__}")
-    if dynamic:
-        # NOTE: static shapes only for now; shape changes recompile through the guards.
-        logging.getLogger("capture").info(
-            "capture.optimize(dynamic=True): dynamic shapes are not supported yet; "
-            "compiling with static shapes (a shape change recompiles)"
-        )
     if isinstance(target, OptimizedModule):
         target = target._orig_mod
     if isinstance(target, torch.nn.Module):
@@ -107,15 +113,3 @@ def optimize(
 def reset() -> None:
     """Forget every compiled entry (all wrappers' caches)."""
     reset_all()
-
-
-def disable(fn: Callable[..., Any] | None = None, recursive: bool = True) -> Any:
-    """Run `fn` eagerly, never captured (usable as a decorator)."""
-    if fn is None:
-        return functools.partial(disable, recursive=recursive)
-    inner = fn.fn if isinstance(fn, CompiledFunction) else fn
-    wrapped = run_disabled(inner)
-    code = getattr(wrapped, "__code__", None)
-    if code is not None:
-        policy.mark_disabled(code)
-    return wrapped

@@ -34,19 +34,78 @@ _INLINE_TORCH_PREFIXES = (
 # Modules whose functions must never be traced into (they touch interpreter state).
 _SKIP_PREFIXES = ("threading", "logging", "warnings", "inspect", "importlib", "abc", "typing")
 
-_disallowed: set[int] = set()
-_allowed: set[int] = set()
+# NOTE: rules are keyed by id(); each table keeps its object alive so an id is never reused.
+_disallowed: dict[int, object] = {}
+_allowed: dict[int, object] = {}
 _disabled_codes: set[types.CodeType] = set()
+_break_markers: dict[int, object] = {}
+_constant_results: dict[int, object] = {}
+_substitutes: dict[int, tuple[object, types.FunctionType]] = {}
+
+
+class Rule(enum.Enum):
+    """A user's rule for one callable, consulted before any built-in handling."""
+
+    GRAPH_BREAK = "graph_break"
+    CONSTANT_RESULT = "assume_constant_result"
+    SUBSTITUTE = "substitute_in_graph"
+    ALLOW = "allow_in_graph"
+    DISALLOW = "disallow_in_graph"
 
 
 def allow_in_graph(fn: object) -> None:
     """Always put calls to `fn` in the graph as one node."""
-    _allowed.add(id(fn))
+    _disallowed.pop(id(fn), None)
+    _allowed[id(fn)] = fn
 
 
 def disallow_in_graph(fn: object) -> None:
-    """Never put `fn` in the graph (calls to it are unsupported)."""
-    _disallowed.add(id(fn))
+    """Never put `fn` in the graph: a call to it is a graph break.
+
+    Raises ValueError when `fn` would not have gone into a graph anyway (user code is
+    inlined, other callables run eagerly): `disable` is what keeps such code out."""
+    if id(fn) not in _allowed and decide(fn) is not Decision.GRAPH:
+        name = getattr(fn, "__qualname__", None) or repr(fn)
+        raise ValueError(
+            f"disallow_in_graph({name}): it is not a callable that capture puts in a graph "
+            "(only torch operations and allow_in_graph callables are); to run a function "
+            "eagerly, outside any graph, use compiler.disable(fn) instead"
+        )
+    _allowed.pop(id(fn), None)
+    _disallowed[id(fn)] = fn
+
+
+def mark_graph_break(fn: object) -> None:
+    """A call to `fn` from traced code is a graph break (`graph_break()`)."""
+    _break_markers[id(fn)] = fn
+
+
+def assume_constant_result(fn: object) -> None:
+    """Calls to `fn` while tracing run for real; the result is a constant of the graph."""
+    _constant_results[id(fn)] = fn
+
+
+def substitute_in_graph(original: object, polyfill: types.FunctionType) -> None:
+    """Trace `polyfill` wherever traced code calls `original`."""
+    _substitutes[id(original)] = (original, polyfill)
+
+
+def user_rule(fn: object) -> tuple[Rule, types.FunctionType | None] | None:
+    """The rule the user set for `fn` (with the polyfill for SUBSTITUTE), if any."""
+    key = id(fn)
+    if not (_break_markers or _constant_results or _substitutes or _allowed or _disallowed):
+        return None
+    if key in _break_markers:
+        return Rule.GRAPH_BREAK, None
+    if key in _substitutes:
+        return Rule.SUBSTITUTE, _substitutes[key][1]
+    if key in _constant_results:
+        return Rule.CONSTANT_RESULT, None
+    if key in _allowed:
+        return Rule.ALLOW, None
+    if key in _disallowed:
+        return Rule.DISALLOW, None
+    return None
 
 
 def mark_disabled(code: types.CodeType) -> None:

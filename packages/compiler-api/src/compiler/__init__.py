@@ -23,6 +23,11 @@ from compiler.explain import GraphBreakInfo as GraphBreakInfo
 from compiler.explain import explain as explain
 from compiler.options import list_mode_options as list_mode_options
 from compiler.options import list_options as list_options
+from compiler.tracing import allow_in_graph as allow_in_graph
+from compiler.tracing import assume_constant_result as assume_constant_result
+from compiler.tracing import disallow_in_graph as disallow_in_graph
+from compiler.tracing import graph_break as graph_break
+from compiler.tracing import substitute_in_graph as substitute_in_graph
 
 __version__ = "0.1.0"
 
@@ -31,10 +36,14 @@ __all__ = [
     "ExplainOutput",
     "GraphBreakInfo",
     "__version__",
+    "allow_in_graph",
+    "assume_constant_result",
     "compile",
     "config",
     "disable",
+    "disallow_in_graph",
     "explain",
+    "graph_break",
     "is_compiling",
     "list_backends",
     "list_mode_options",
@@ -42,4 +51,5 @@ __all__ = [
     "lookup_backend",
     "register_backend",
     "reset",
+    "substitute_in_graph",
 ]

@@ -224,25 +224,30 @@ def reset() -> None:
 
 
 @overload
-def disable(fn: _F) -> _F: ...
+def disable(fn: _F, recursive: bool = True) -> _F: ...
 
 
 @overload
-def disable(fn: None = None) -> Callable[[_F], _F]: ...
+def disable(fn: None = None, recursive: bool = True) -> Callable[[_F], _F]: ...
 
 
-def disable(fn: _F | None = None) -> _F | Callable[[_F], _F]:
+def disable(fn: _F | None = None, recursive: bool = True) -> _F | Callable[[_F], _F]:
     """Never compile `fn`: calls to it run eagerly, even from inside compiled code.
 
     Args:
-        fn: The function to exclude from capture. Omit it to use `@compiler.disable()` as a
-            decorator factory; `@compiler.disable` works too.
+        fn: The function to exclude from capture. Omit it to use `@compiler.disable()` (or
+            `@compiler.disable(recursive=False)`) as a decorator factory;
+            `@compiler.disable` works too.
+        recursive: If True (default), everything `fn` calls runs eagerly too: a compiled
+            function or module called inside `fn` runs its original code. If False, only
+            `fn`'s own frame is skipped: compiled functions and modules that `fn` calls are
+            still compiled and use their compiled code.
 
     Returns:
         A wrapper of `fn` that runs it eagerly (or a decorator producing one).
 
     Raises:
-        TypeError: `fn` is not callable.
+        TypeError: `fn` is not callable, or `recursive` is not a bool.
 
     Examples:
         >>> import torch, compiler
@@ -254,20 +259,37 @@ def disable(fn: _F | None = None) -> _F | Callable[[_F], _F]:
         >>> compiler.is_compiling()
         False
 
+        A skipped frame whose compiled callee still compiles:
+
+        >>> graphs = []
+        >>> def count(gm, example_inputs):
+        ...     graphs.append(gm)
+        ...     return gm.forward
+        >>> inner = compiler.compile(lambda x: x * 2, backend=count)
+        >>> @compiler.disable(recursive=False)
+        ... def outer(x):
+        ...     return inner(x) + 1
+        >>> outer(torch.ones(2)), len(graphs)
+        (tensor([3., 3.]), 1)
+
     Notes:
         A call to a disabled function from compiled code is a graph break around that one
         call: the code before and after it is still compiled. Under
         `compile(fullgraph=True)` it is an error instead (it cannot be part of one graph).
+        Capture intercepts frames in pure Python, so "still compiled" (recursive=False)
+        covers the functions and modules wrapped by `compiler.compile`; plain functions
+        called by a skipped frame run eagerly in either case.
     """
+    expect("disable", "recursive", recursive, "a bool", isinstance(recursive, bool))
     if fn is None:
 
         def decorate(f: _F) -> _F:
-            return disable(f)
+            return disable(f, recursive)
 
         return decorate
     expect("disable", "fn", fn, "a callable", callable(fn))
     # NOTE: capture's wrapper keeps fn's signature (it forwards *args/**kwargs unchanged).
-    return cast(_F, capture.disable(fn))
+    return cast(_F, capture.disable(fn, recursive=recursive))
 
 
 def is_compiling() -> bool:

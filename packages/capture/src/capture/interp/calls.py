@@ -80,6 +80,9 @@ def call_python(
     """Call a real Python callable known at trace time."""
     from capture.interp import builtins_table
 
+    rule = policy.user_rule(obj)
+    if rule is not None:
+        return _call_by_rule(tx, obj, rule, args, kwargs)
     special = builtins_table.lookup(obj)
     if special is not None:
         return special(tx, args, kwargs)
@@ -114,6 +117,60 @@ def call_python(
         GraphBreakKind.UNSUPPORTED_CALL,
         f"call to {policy.module_of(obj)}.{name} is not supported",
     )
+
+
+def _call_by_rule(
+    tx: Translator,
+    obj: object,
+    rule: tuple[policy.Rule, types.FunctionType | None],
+    args: list[Value],
+    kwargs: dict[str, Value],
+) -> Value:
+    """A call of a callable the user gave a rule (`graph_break`, `allow_in_graph`, ...)."""
+    from capture.interp import builtins_table, operators
+
+    kind, polyfill = rule
+    name = getattr(obj, "__qualname__", None) or repr(obj)
+    if kind is policy.Rule.GRAPH_BREAK:
+        raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, "graph_break() called",
+                          "A graph break the program asked for: remove the call to get "
+                          "one graph.")
+    if kind is policy.Rule.DISALLOW:
+        raise unsupported(GraphBreakKind.UNSUPPORTED_CALL,
+                          f"{name} is marked disallow_in_graph",
+                          "It runs eagerly between graphs; drop the disallow_in_graph rule "
+                          "to keep it in the graph.")
+    if kind is policy.Rule.SUBSTITUTE:
+        assert polyfill is not None
+        return inline_function(tx, polyfill, args, kwargs)
+    if kind is policy.Rule.CONSTANT_RESULT:
+        ok, values = operators.python_constant(TupleValue(list(args)))
+        ok_kw, options = operators.python_constant(DictValue(
+            {k: (ConstantValue(k), v) for k, v in kwargs.items()}))
+        if not (ok and ok_kw):
+            raise unsupported(GraphBreakKind.UNSUPPORTED_CALL,
+                              f"assume_constant_result function {name} called with tensors "
+                              "or values made while tracing",
+                              "Its arguments must be constants at capture time.")
+        assert callable(obj)
+        result = obj(*values, **options)
+        if _holds_tensor(result):
+            raise unsupported(GraphBreakKind.UNSUPPORTED_CALL,
+                              f"assume_constant_result function {name} returned a tensor",
+                              "Only Python values can be constants of a graph.")
+        return builtins_table.wrap_constant_result(result)
+    assert callable(obj)
+    return torch_ops.call_torch(tx, obj, args, kwargs)
+
+
+def _holds_tensor(obj: object) -> bool:
+    if isinstance(obj, torch.Tensor):
+        return True
+    if isinstance(obj, (list, tuple)):
+        return any(_holds_tensor(x) for x in obj)
+    if isinstance(obj, dict):
+        return any(_holds_tensor(x) for x in obj.values())
+    return False
 
 
 def _takes_callable(obj: object, args: list[Value], kwargs: dict[str, Value]) -> bool:
