@@ -160,7 +160,43 @@ def break_inside_loop(x):
 
 
 def test_break_inside_a_loop_keeps_eager_results():
-    run_both(break_inside_loop, [(t(3),), (t(3),)])
+    # NOTE: one graph before the first break and one per later iteration (each resume
+    # function continues the loop with the iterator's remaining items; the last one has no
+    # tensor work). torch.compile skips a frame with a break in a loop (0 graphs: the whole
+    # loop runs eagerly).
+    backend = run_both(break_inside_loop, [(t(3),), (t(3),)], graphs=3)
+    assert all(len(backend.call_nodes(i)) >= 1 for i in range(3))
+
+
+class Stack(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(3))
+
+    def forward(self, x):
+        for i, layer in enumerate(self.layers):
+            x = layer(x).relu()
+            print("layer", i, x.sum() > 0)
+        return x * 2
+
+
+def test_break_inside_a_loop_over_modules_with_data_dependent_print():
+    torch.manual_seed(0)
+    backend = run_both(Stack(), [(t(2, 4),), (t(2, 4, seed=3),)])
+    ops = [str(n.target) for i in range(backend.frame_count) for n in backend.call_nodes(i)]
+    assert sum("linear" in op for op in ops) == 3, ops
+
+
+def loop_break_keeps_list_order(xs):
+    out = []
+    for x in xs:
+        out.append(x * 2)
+        print(len(out))
+    return out
+
+
+def test_break_inside_a_loop_over_a_list_argument():
+    run_both(loop_break_keeps_list_order, [([t(2), t(2, seed=1)],), ([t(2)],)])
 
 
 def break_inside_no_grad(x):
@@ -171,7 +207,68 @@ def break_inside_no_grad(x):
 
 
 def test_break_inside_with_block_keeps_eager_semantics():
-    run_both(break_inside_no_grad, [(t(3, requires_grad=True),), (t(3, requires_grad=True),)])
+    backend = run_both(break_inside_no_grad,
+                       [(t(3, requires_grad=True),), (t(3, requires_grad=True),)],
+                       graphs=2, compare_torch=True)
+    assert torch.is_grad_enabled()
+    del backend
+
+
+def break_inside_nested_grad_blocks(x):
+    with torch.no_grad():
+        a = x * 2
+        with torch.enable_grad():
+            b = x * 3
+            print("deep")
+            c = b * 4
+        d = x * 5
+    return a, b, c, d, x * 6
+
+
+def test_break_inside_nested_grad_blocks_reenters_both():
+    capture.reset()
+    compiled = capture.optimize(break_inside_nested_grad_blocks, backend=CountingBackend())
+    for _ in range(2):
+        x = t(3, requires_grad=True)
+        with contextlib.redirect_stdout(io.StringIO()):
+            got, expected = compiled(x), break_inside_nested_grad_blocks(x)
+        assert_same(got, expected)
+        assert [g.requires_grad for g in got] == [e.requires_grad for e in expected]
+        assert torch.is_grad_enabled()
+
+
+@capture.disable
+def _raises_value_error(y):
+    raise ValueError("from the disabled call")
+
+
+def break_that_raises_inside_no_grad(x):
+    with torch.no_grad():
+        y = x * 2
+        _raises_value_error(y)
+    return y
+
+
+def test_exception_at_a_break_inside_no_grad_restores_grad_mode():
+    capture.reset()
+    compiled = capture.optimize(break_that_raises_inside_no_grad, backend=CountingBackend())
+    for _ in range(2):
+        with pytest.raises(ValueError, match="from the disabled call"):
+            compiled(t(2, requires_grad=True))
+        assert torch.is_grad_enabled()
+
+
+def break_inside_try(x):
+    try:
+        y = x * 2
+        print("in try")
+    except ValueError:
+        y = x
+    return y + 1
+
+
+def test_break_inside_try_runs_the_frame_eagerly_with_eager_results():
+    run_both(break_inside_try, [(t(3),), (t(3, seed=1),)], graphs=0, compare_torch=False)
 
 
 def _helper_with_print(y):

@@ -401,6 +401,8 @@ class CompiledFunction:
         if stop is None:
             return None
         output = OutputGraph(self.f_globals, self.code.co_name)
+        # NOTE: the failed trace may have stopped inside a grad-mode block.
+        torch._C._set_grad_enabled(self._entry_grad_mode)
         try:
             new_code, gm = _trace_and_codegen(self, output, L, marker, stop)
         except Unsupported as again:

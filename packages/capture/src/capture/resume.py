@@ -8,8 +8,13 @@ what a resume function returns when called with the resulting stack and the live
 A resume function is the original code entered at the next instruction (one per branch
 target for a jump); it is compiled on its first call like any other frame.
 
-Breaks are taken only in the root frame, outside try/with blocks, and at calls and
-conditional jumps; anywhere else the frame runs eagerly as a whole.
+Breaks are taken only in the root frame, outside `try` blocks, and at calls and
+conditional jumps; anywhere else the frame runs eagerly as a whole. Inside a `for` loop the
+iterator travels to the resume function as the tuple of its remaining items (one resume
+function per later iteration); inside grad-mode `with` blocks (`no_grad`, `enable_grad`,
+`set_grad_enabled`) the graph ends in the frame's entry mode, the blocks are entered again
+for real around the unsupported instruction (left again if it raises), and the resume
+function gets their exits on its stack, as the original code expects.
 """
 
 from __future__ import annotations
@@ -23,12 +28,23 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from bytecode import Bytecode, Label
-from bytecode.instr import Instr
+from bytecode.instr import Instr, TryBegin, TryEnd
 
 from capture.bytecode import codegen, versions
 from capture.bytecode.instructions import Instruction, decode, exception_handler
 from capture.graph_break import GraphBreakKind, Unsupported
-from capture.values import NULL, ConstantValue, ModuleValue, Value
+from capture.values import (
+    NULL,
+    ConstantValue,
+    ContextValue,
+    DictIteratorValue,
+    IteratorValue,
+    LazyIteratorValue,
+    MethodValue,
+    ModuleValue,
+    TupleValue,
+    Value,
+)
 
 if TYPE_CHECKING:
     from capture.interp.translator import Translator
@@ -56,9 +72,56 @@ def break_point(code: types.CodeType, error: Unsupported) -> BreakPoint | None:
     opname = decode(code)[index].opname
     if opname not in _CALLS and opname not in _BRANCHES:
         return None
-    if exception_handler(code, index) is not None or code.co_cellvars:
+    if not _only_with_blocks(code, index) or code.co_cellvars:
         return None
     return BreakPoint(index, visit, opname in _CALLS and len(error.where) > 1)
+
+
+def _only_with_blocks(code: types.CodeType, index: int) -> bool:
+    """Whether every block open at instruction `index` is a `with` block (no `try`)."""
+    instructions = decode(code)
+    entry = exception_handler(code, index)
+    while entry is not None:
+        head = [ins.opname for ins in instructions[entry.target : entry.target + 2]]
+        if head != ["PUSH_EXC_INFO", "WITH_EXCEPT_START"]:
+            return False
+        # NOTE: the with-handler's own cleanup is covered by the enclosing block's handler.
+        cleanup = exception_handler(code, entry.target)
+        if cleanup is None:
+            return True
+        entry = exception_handler(code, cleanup.target)
+    return True
+
+
+class GradModeExit:
+    """The `__exit__` of a grad-mode `with` block (`torch.no_grad()`, `enable_grad()`,
+    `set_grad_enabled(m)`) re-entered after a graph break: made, it switches the grad mode;
+    called, it restores the mode it found."""
+
+    def __init__(self, mode: bool) -> None:
+        self.prev = torch.is_grad_enabled()
+        torch._C._set_grad_enabled(mode)
+
+    def __call__(self, *exc: object) -> None:
+        torch._C._set_grad_enabled(self.prev)
+
+
+def exit_blocks(error: BaseException, *exits: Callable[..., object]) -> BaseException:
+    """Leave the re-entered `with` blocks (innermost first) as `error` propagates."""
+    for exit_fn in reversed(exits):
+        exit_fn(type(error), error, error.__traceback__)
+    return error
+
+
+def _grad_exit_mode(tx: Translator, value: Value) -> bool | None:
+    """For the exit callable of an open grad-mode `with` block, the mode it set."""
+    if not (isinstance(value, MethodValue) and isinstance(value.self_value, ContextValue)):
+        return None
+    ctx = value.self_value
+    if ctx.kind != "grad" or not isinstance(value.func, ConstantValue):
+        raise Unsupported(GraphBreakKind.UNSUPPORTED_OBJECT,
+                          f"a graph break inside `with` {ctx.describe()}")
+    return bool(ctx.args[0])
 
 
 def select_branch(condition: object, if_true: object, if_false: object) -> object:
@@ -80,31 +143,53 @@ def emit_break(
     ins = tx.instructions[tx.ip]
     callee = _callee_slot(tx, ins) if compile_callee is not None else None
     stack_temps: list[str | None] = []
+    iter_slots: set[int] = set()
+    grad_modes = {slot: _grad_exit_mode(tx, value) for slot, value in enumerate(tx.stack)}
+    exit_temps = _leave_grad_blocks(tx, grad_modes)
     for slot, value in enumerate(tx.stack):
         wrapped = _compiled_callee(value, compile_callee) if slot == callee else None
-        if wrapped is not None:
+        if grad_modes[slot] is not None:
+            stack_temps.append(exit_temps[slot])
+        elif wrapped is not None:
             cg.load_object(wrapped)
             callee_temp = _new_temp(cg)
             cg.store_fast(callee_temp)
             stack_temps.append(callee_temp)
+        elif (remaining := _remaining_items(value)) is not None:
+            # NOTE: a `for` loop's iterator: passed on as the tuple of the items it has
+            # left; the resume function's prologue turns it back into an iterator.
+            stack_temps.append(_keep(cg, TupleValue(remaining)))
+            iter_slots.add(slot)
         else:
             stack_temps.append(_keep(cg, value))
     # NOTE: a resume function's stack arguments are dead once its prologue ran.
     local_temps = {
-        name: _keep(cg, value)
+        name: _keep(cg, _not_iterator(value))
         for name, value in tx.locals.items()
         if not name.startswith(_STACK_ARG[:-2])
     }
+    names = list(local_temps)
+
+    def resume_at(index: int, nstack: int) -> Any:
+        slots = frozenset(i for i in iter_slots if i < nstack)
+        return make_resume(resume_code(tx.code, index, nstack, names, slots))
+
     replay()
+    for slot, exit_temp in exit_temps.items():
+        # NOTE: the open `with` blocks are entered for real again, outermost first.
+        cg.load_callable(GradModeExit)
+        cg.load_const(grad_modes[slot])
+        cg.call_function(1)
+        cg.store_fast(exit_temp)
     for temp in stack_temps:
         _load(cg, temp)
     if ins.opname in _BRANCHES:
         condition = _new_temp(cg)
         cg.store_fast(condition)
         rest = stack_temps[:-1]
-        on_next = _resume_function(tx, tx.ip + 1, len(rest), list(local_temps), make_resume)
+        on_next = resume_at(tx.ip + 1, len(rest))
         assert ins.target is not None
-        on_jump = _resume_function(tx, ins.target, len(rest), list(local_temps), make_resume)
+        on_jump = resume_at(ins.target, len(rest))
         if_true, if_false = (
             (on_jump, on_next) if ins.opname == "POP_JUMP_IF_TRUE" else (on_next, on_jump)
         )
@@ -117,12 +202,23 @@ def emit_break(
         cg.store_fast(chosen)
         _call_temp(cg, chosen, [*rest, *local_temps.values()])
         return
-    popped = _emit_call(cg, tx, ins)
+    if exit_temps:
+        handler = Label()
+        begin = TryBegin(handler, push_lasti=False)
+        cg.instrs.append(begin)  # type: ignore[arg-type]  # bytecode's pseudo-instruction
+        popped = _emit_call(cg, tx, ins)
+        cg.instrs.append(TryEnd(begin))  # type: ignore[arg-type]
+        after = Label()
+        cg.instrs.append(Instr("JUMP_FORWARD", after))
+        _emit_exit_handler(cg, handler, list(exit_temps.values()))
+        cg.instrs.append(after)  # type: ignore[arg-type]
+    else:
+        popped = _emit_call(cg, tx, ins)
     depth = len(stack_temps) - popped + 1
     results = [_new_temp(cg) for _ in range(depth)]
-    for temp in reversed(results):
-        cg.store_fast(temp)
-    resume = _resume_function(tx, tx.ip + 1, depth, list(local_temps), make_resume)
+    for result in reversed(results):
+        cg.store_fast(result)
+    resume = resume_at(tx.ip + 1, depth)
     cg.load_callable(resume)
     for temp in [*results, *local_temps.values()]:
         _load(cg, temp)
@@ -133,7 +229,39 @@ def emit_break(
 _temp_ids = itertools.count()
 
 
-def _new_temp(cg: codegen.CodeBuilder) -> str:
+def _leave_grad_blocks(tx: Translator, grad_modes: dict[int, bool | None]) -> dict[int, str]:
+    """The graph ends in the grad mode the frame was entered with (the mode before the
+    outermost open grad-mode block); a temp for each open block's re-entered exit."""
+    slots = [slot for slot, mode in grad_modes.items() if mode is not None]
+    if not slots:
+        return {}
+    if grad_modes[slots[-1]] is not torch.is_grad_enabled():
+        raise Unsupported(GraphBreakKind.UNSUPPORTED_OBJECT,
+                          "a graph break after a grad-mode switch inside a `with` block")
+    outer = tx.stack[slots[0]]
+    assert isinstance(outer, MethodValue) and isinstance(outer.self_value, ContextValue)
+    entry_mode = bool(outer.self_value.state)
+    if entry_mode is not torch.is_grad_enabled():
+        tx.output.create_node("call_function", torch._C._set_grad_enabled, (entry_mode,), {},
+                              None)
+    return {slot: _new_temp() for slot in slots}
+
+
+def _emit_exit_handler(cg: codegen.CodeBuilder, handler: Label, exit_temps: list[str]) -> None:
+    """At `handler` (the raised exception on the stack): leave the re-entered blocks and
+    raise it again."""
+    cg.instrs.append(handler)  # type: ignore[arg-type]  # a label
+    error = _new_temp(cg)
+    cg.store_fast(error)
+    cg.load_callable(exit_blocks)
+    cg.load_fast(error)
+    for temp in exit_temps:
+        cg.load_fast(temp)
+    cg.call_function(1 + len(exit_temps))
+    cg.instrs.append(Instr("RAISE_VARARGS", 1))
+
+
+def _new_temp(cg: codegen.CodeBuilder | None = None) -> str:
     """A local name no other part of the transformed code uses."""
     return f"__capture_break{next(_temp_ids)}"
 
@@ -237,21 +365,42 @@ def _emit_call(cg: codegen.CodeBuilder, tx: Translator, ins: Instruction) -> int
     return ins.arg + 2
 
 
-def _resume_function(
-    tx: Translator,
-    index: int,
-    nstack: int,
-    local_names: list[str],
-    make_resume: Callable[[types.CodeType], Any],
-) -> Any:
-    return make_resume(resume_code(tx.code, index, nstack, local_names))
+def _remaining_items(value: Value) -> list[Value] | None:
+    """The items an iterator has left, without advancing it (None: not an iterator whose
+    items are known: a generator, or not an iterator)."""
+    if type(value) in (IteratorValue, DictIteratorValue):
+        assert isinstance(value, IteratorValue)
+        return value.items[value.index :]
+    if isinstance(value, LazyIteratorValue):
+        inners = [_remaining_items(inner) for inner in value.inners]
+        if any(inner is None for inner in inners) or not inners:
+            return None
+        rows = list(zip(*[inner for inner in inners if inner is not None]))
+        start = value.count
+        return [
+            TupleValue(([] if start is None else [ConstantValue(start + i)]) + list(row))
+            for i, row in enumerate(rows)
+        ]
+    return None
+
+
+def _not_iterator(value: Value) -> Value:
+    if isinstance(value, IteratorValue):
+        raise Unsupported(GraphBreakKind.UNSUPPORTED_OBJECT,
+                          f"a graph break with an iterator in a local ({value.describe()})")
+    return value
 
 
 def resume_code(
-    code: types.CodeType, index: int, nstack: int, local_names: list[str]
+    code: types.CodeType,
+    index: int,
+    nstack: int,
+    local_names: list[str],
+    iter_slots: frozenset[int] = frozenset(),
 ) -> types.CodeType:
     """`code` entered at instruction `index` with `nstack` stack items and `local_names`
-    bound, all passed as positional arguments (stack items first)."""
+    bound, all passed as positional arguments (stack items first). The stack items at
+    `iter_slots` are passed as sequences and entered as iterators (`for` loops)."""
     instructions = decode(code)
     position = sum(1 for ins in instructions[:index] if ins.raw_opname != "EXTENDED_ARG")
     bc = Bytecode.from_code(code)
@@ -268,7 +417,10 @@ def resume_code(
     items.insert(at, label)
     stack_names = [_STACK_ARG.format(i) for i in range(nstack)]
     entry: list[Any] = versions.prologue(len(code.co_freevars))
-    entry += [Instr("LOAD_FAST", name) for name in stack_names]
+    for slot, name in enumerate(stack_names):
+        entry.append(Instr("LOAD_FAST", name))
+        if slot in iter_slots:
+            entry.append(Instr("GET_ITER"))
     entry.append(Instr("JUMP_FORWARD", label))
     for instr in entry:
         if isinstance(instr, Instr):
