@@ -17,7 +17,7 @@ from typing import Any
 from aotgrad.optionset import OptionSet, option
 
 __all__ = ["InductorConfig", "codegen_key", "declared", "list_mode_options", "list_options",
-           "load", "options", "patch", "replace", "values"]
+           "load", "options", "patch", "replace", "use_triton_interpreter", "values"]
 
 
 def _usable_cpus() -> int:
@@ -97,6 +97,14 @@ class InductorConfig:
         help="spend more compile time for faster kernels (CPU: more aggressive inlining)")
     cudagraphs: bool = option(False, env="INDUCTOR_CUDAGRAPHS", affects_codegen=True,
                               help="replay GPU work with CUDA graphs (no effect on CPU)")
+    cpu_backend: str = option(
+        "cpp", env="INDUCTOR_CPU_BACKEND", affects_codegen=True,
+        help="code generator for CPU tensors: 'cpp' (C++/OpenMP) or 'triton' (Triton kernels "
+             "run by Triton's interpreter, TRITON_INTERPRET=1: slow, for tests without a GPU)")
+    triton_autotune: bool = option(
+        True, env="INDUCTOR_TRITON_AUTOTUNE", affects_codegen=True,
+        help="GPU: time a few block sizes of each Triton kernel on its first call, keep the "
+             "fastest")
     debug: bool = option(
         False, env="INDUCTOR_DEBUG",
         help="log the generated wrapper and C++ (the `inductor.output_code` logger)")
@@ -128,3 +136,12 @@ def codegen_key() -> tuple[tuple[str, Any], ...]:
     """Values of the options that change generated code (part of cache keys)."""
     return tuple(sorted((name, getattr(options, name)) for name, o in declared.items()
                         if o.affects_codegen))
+
+
+
+
+def use_triton_interpreter() -> None:
+    """Make `@triton.jit` build interpreted kernels (`TRITON_INTERPRET=1`) from now on, for
+    the whole process (Triton reads the variable when a function is decorated)."""
+    if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+        os.environ["TRITON_INTERPRET"] = "1"

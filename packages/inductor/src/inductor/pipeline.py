@@ -17,15 +17,15 @@ import torch
 import torch.fx
 
 from inductor import config
-from inductor.codegen.cpp import CppKernel, generate_kernel
 from inductor.codegen.wrapper import WrapperGen
 from inductor.ir.nodes import BufferView, ComputedBuffer, ExternKernel
 from inductor.ir.verify import verify
 from inductor.lowering import load_rules
 from inductor.lowering.context import LoweringContext
 from inductor.lowering.extern import aten_only_reason, aten_op_counts
-from inductor.runtime.cpp_build import load_kernels
 from inductor.scheduler.fusion import FusedGroup, Step, assign_locals, fuse, remove_dead
+from inductor.scheduler.memory import plan_memory
+from inductor.targets import Kernel, Target, has_target, target_for
 
 log = logging.getLogger("inductor")
 output_code_log = logging.getLogger("inductor.output_code")
@@ -37,7 +37,7 @@ class CompiledGraph:
 
     call: Callable[..., tuple[Any, ...]]
     wrapper_source: str
-    kernels: list[CppKernel]
+    kernels: list[Kernel]
     steps: list[Step]
     extern_calls: dict[str, int]
     timings: dict[str, float] = field(default_factory=dict)
@@ -48,7 +48,8 @@ class CompiledGraph:
     def output_code(self) -> str:
         parts = ["# wrapper", self.wrapper_source]
         for k in self.kernels:
-            parts += [f"// {k.name}", k.source]
+            parts += [f"// {k.name}" if k.source.startswith("extern") else f"# {k.name}",
+                      k.source]
         return "\n".join(parts)
 
 
@@ -58,7 +59,8 @@ class Planned:
 
     ctx: LoweringContext
     steps: list[Step]
-    kernels: dict[int, CppKernel]
+    kernels: dict[int, Kernel]
+    targets: dict[int, Target]
     wrapper_source: str
     namespace: dict[str, Any]
 
@@ -71,18 +73,35 @@ def plan(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> Planned:
     kernels = remove_dead(ctx.kernels, live)
     if config.options.verify_ir:
         verify(ctx, kernels)
-    steps = fuse(kernels, enabled=config.options.fusion)
+    steps = fuse(kernels, enabled=config.options.fusion, can_fuse=_can_fuse)
     users = _users(steps)
     assign_locals(steps, users, live)
-    cpp: dict[int, CppKernel] = {}
+    generated: dict[int, Kernel] = {}
+    targets: dict[int, Target] = {}
     for pos, step in enumerate(steps):
         if isinstance(step, FusedGroup):
-            cpp[pos] = generate_kernel(step, ctx.buffers, threads=config.options.threads,
-                                       parallel_threshold=config.options.parallel_threshold,
-                                       simd=config.options.simd)
-    wrapper = WrapperGen(ctx.buffers, ctx.input_names, steps, cpp, ctx.outputs,
-                         ctx.constants).generate()
-    return Planned(ctx, steps, cpp, wrapper.source, wrapper.namespace)
+            targets[pos] = target_for(step.nodes[0].layout.device)
+            generated[pos] = targets[pos].generate(step, ctx.buffers)
+    memory = plan_memory(steps, ctx.buffers, ctx.input_names, ctx.outputs)
+    wrapper = WrapperGen(ctx.buffers, ctx.input_names, steps, generated, targets, memory,
+                         ctx.outputs, ctx.constants).generate()
+    return Planned(ctx, steps, generated, targets, wrapper.source, wrapper.namespace)
+
+
+def _can_fuse(group: FusedGroup, node: ComputedBuffer, outer: tuple[int, ...]) -> bool:
+    return target_for(node.layout.device).can_fuse(group, node, outer)
+
+
+def load_planned(planned: Planned) -> dict[str, Any]:
+    """Kernel name -> what the wrapper calls, each target loading its own kernels."""
+    by_target: dict[str, tuple[Target, list[Kernel]]] = {}
+    for pos, kernel in planned.kernels.items():
+        target = planned.targets[pos]
+        by_target.setdefault(target.name, (target, []))[1].append(kernel)
+    functions: dict[str, Any] = {}
+    for target, kernels in by_target.values():
+        functions.update(target.load(kernels))
+    return functions
 
 
 def _users(steps: list[Step]) -> dict[str, set[int]]:
@@ -132,7 +151,7 @@ def _meta_text(v: object) -> str:
 
 def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> CompiledGraph:
     """Compile an ATen FX graph (the ATen-graph compiler contract in INTERFACES.md)."""
-    reason = aten_only_reason(gm, example_inputs)
+    reason = aten_only_reason(gm, example_inputs, has_target)
     if reason is not None:
         return _aten_only(gm, reason)
     t0 = time.perf_counter()
@@ -143,7 +162,7 @@ def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> 
         _plans[key] = planned
     t1 = time.perf_counter()
     kernels = list(planned.kernels.values())
-    functions = load_kernels(kernels)
+    functions = load_planned(planned)
     t2 = time.perf_counter()
     ns = dict(planned.namespace)
     ns.update(functions)

@@ -21,8 +21,8 @@ from typing import Protocol
 
 import torch
 
-from inductor.codegen.ops import Ref
 from inductor.ir.loop_body import LoopOp
+from inductor.ir.ops import Ref
 from inductor.scheduler.fusion import inner_symbol
 
 LANES = 64

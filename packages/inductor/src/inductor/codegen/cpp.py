@@ -33,11 +33,11 @@ from inductor.codegen.checks import (
     with_check_clauses,
 )
 from inductor.codegen.loop_split import fold_divisor, split_divisor, split_symbols
-from inductor.codegen.ops import Ref
 from inductor.codegen.row_cache import RowCache, dead_ops
 from inductor.ir.checks import ERR_PARAM, ZERO_DIVISION, KernelCheck
 from inductor.ir.loop_body import LoopBody, LoopOp
 from inductor.ir.nodes import Buffer, ComputedBuffer
+from inductor.ir.ops import Ref
 from inductor.scheduler.fusion import (
     FusedGroup,
     inner_symbol,

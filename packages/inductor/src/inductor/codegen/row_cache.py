@@ -11,9 +11,9 @@ from __future__ import annotations
 import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 import torch
 
-from inductor.codegen.ops import Ref
 from inductor.ir.loop_body import LoopOp
 from inductor.ir.nodes import ComputedBuffer
+from inductor.ir.ops import Ref
 from inductor.scheduler.fusion import FusedGroup, inner_symbol, split_node
 from inductor.scheduler.fusion import substitute as _sub
 

@@ -14,16 +14,12 @@ from typing import Any
 import torch
 
 from inductor.codegen.cpp import CppKernel
-from inductor.ir.checks import ERR_PARAM, ErrorSlots, raise_kernel_error
+from inductor.ir.checks import ErrorSlots, new_error_slots, raise_kernel_error
 from inductor.ir.layout import Layout
-from inductor.ir.nodes import (
-    Buffer,
-    BufferView,
-    ComputedBuffer,
-    ConstantBuffer,
-    ExternKernel,
-)
+from inductor.ir.nodes import Buffer, BufferView, ExternKernel
 from inductor.scheduler.fusion import FusedGroup, Step
+from inductor.scheduler.memory import Allocation, MemoryPlan
+from inductor.targets import Kernel, Target
 
 
 def _reinterpret(t: torch.Tensor, size: tuple[int, ...], stride: tuple[int, ...],
@@ -94,10 +90,17 @@ class WrapperCode:
 
 
 class WrapperGen:
+    """The wrapper of one graph: `kernels` and `targets` by step position, buffer
+    allocation and freeing as `memory` (the scheduler's plan) says."""
+
     def __init__(self, buffers: dict[str, Buffer], input_names: list[str], steps: list[Step],
-                 kernels: dict[int, CppKernel], outputs: list[object],
+                 kernels: dict[int, Kernel], targets: dict[int, Target],
+                 memory: MemoryPlan, outputs: list[object],
                  constants: dict[str, torch.Tensor]) -> None:
         self.buffers = buffers
+        self.targets = targets
+        self.memory = memory
+        self.cpp_names = {k.name for k in kernels.values() if isinstance(k, CppKernel)}
         self.input_names = input_names
         self.steps = steps
         self.kernels = kernels
@@ -105,11 +108,12 @@ class WrapperGen:
         self.ns: dict[str, Any] = {"empty_strided": torch.empty_strided,
                                    "reinterpret": _reinterpret, "torch": torch,
                                    "match_layout": _match_layout, "ErrorSlots": ErrorSlots,
-                                   "raise_kernel_error": raise_kernel_error}
+                                   "raise_kernel_error": raise_kernel_error,
+                                   "new_error_slots": new_error_slots}
         self.ns.update(constants)
         self.lines: list[str] = []
         self._const_count = 0
-        self.allocated: set[str] = set()  # buffers allocated by the wrapper (offset 0)
+        self.allocated = memory.allocated  # buffers allocated by the wrapper (offset 0)
         self.strided_reads = self._strided_reads()
         self.returned = {o.buffer.name for o in outputs if isinstance(o, BufferView)}
 
@@ -175,87 +179,41 @@ class WrapperGen:
         walk(self.outputs)
         return names
 
-    # -- liveness ----------------------------------------------------------------------
-    def _uses(self) -> tuple[dict[str, int], set[str]]:
-        last: dict[str, int] = {}
-        forever: set[str] = set()
-        for pos, step in enumerate(self.steps):
-            names: set[str] = set()
-            if isinstance(step, FusedGroup):
-                names = (step.reads() | step.writes()) - step.local
-            else:
-                names = set(step.reads) | {o.name for o in step.outputs}
-            for n in names:
-                last[n] = pos
-        for out in self.outputs:
-            if isinstance(out, BufferView):
-                forever.add(out.buffer.name)
-        # NOTE: an extern output may alias its inputs (views returned by ATen): keep the
-        # inputs alive as long as the output.
-        for step in reversed(self.steps):
-            if isinstance(step, ExternKernel) and step.aliases_inputs:
-                end = max((last.get(o.name, -1) for o in step.outputs), default=-1)
-                live = any(o.name in forever for o in step.outputs)
-                for r in step.reads:
-                    if live:
-                        forever.add(r)
-                    last[r] = max(last.get(r, -1), end)
-        return last, forever
-
     # -- the source --------------------------------------------------------------------
     def generate(self) -> WrapperCode:
-        last, forever = self._uses()
         emit = self.lines.append
         params = ", ".join(self.input_names)
         emit(f"def call({params}):")
-        if any(k.checks for k in self.kernels.values()):
+        if any(k.checks and k.name in self.cpp_names for k in self.kernels.values()):
             emit("    err = ErrorSlots()")
-        pool: dict[tuple[Any, ...], list[str]] = {}
-        allocated_here = self.allocated
         for pos, step in enumerate(self.steps):
+            mem = self.memory.steps[pos]
             if isinstance(step, FusedGroup):
                 kernel = self.kernels[pos]
-                for n in step.nodes:
-                    if n.name in step.local:
-                        continue
-                    self._allocate(n, pool, allocated_here)
-                args = ", ".join("err" if p == ERR_PARAM else f"{p}.data_ptr()"
-                                 for p in kernel.params)
-                emit(f"    {kernel.name}({args})")
-                if kernel.checks:
-                    checks = self.constant(kernel.checks)
-                    emit(f"    if err[0]: raise_kernel_error(err, {checks})")
-                self.ns[kernel.name] = None  # filled by the caller with the ctypes function
+                for a in mem.allocate:
+                    self._allocate(a)
+                checks = self.constant(kernel.checks) if kernel.checks else ""
+                for line in self.targets[pos].launch(kernel, checks):
+                    emit(f"    {line}")
+                self.ns[kernel.name] = None  # filled by the caller with the loaded kernel
             else:
                 self._extern(step)
-            for name in sorted(n for n, p in last.items() if p == pos):
-                if name in forever or name in self.input_names:
-                    continue
-                buf = self.buffers.get(name)
-                if isinstance(buf, ConstantBuffer):
-                    continue
-                if name in allocated_here and buf is not None:
-                    pool.setdefault(_key(buf.layout), []).append(name)
-                else:
-                    emit(f"    del {name}")
+            for name in mem.free:
+                emit(f"    del {name}")
         outs = [self.arg(o) for o in self.outputs]
         emit(f"    return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
         return WrapperCode("\n".join(self.lines) + "\n", self.ns)
 
-    def _allocate(self, n: ComputedBuffer, pool: dict[tuple[Any, ...], list[str]],
-                  allocated_here: set[str]) -> None:
-        lay = n.layout
-        free = pool.get(_key(lay))
-        if free:
-            old = free.pop()
-            self.lines.append(f"    {n.name} = {old}; del {old}  # reuse")
-        else:
-            dtype = self.constant(lay.dtype)
-            device = "" if lay.device.type == "cpu" else f", device={self.constant(lay.device)}"
-            self.lines.append(
-                f"    {n.name} = empty_strided({lay.size!r}, {lay.stride!r}, dtype={dtype}"
-                f"{device})")
-        allocated_here.add(n.name)
+    def _allocate(self, a: Allocation) -> None:
+        lay = self.buffers[a.name].layout
+        if a.reuse is not None:
+            self.lines.append(f"    {a.name} = {a.reuse}; del {a.reuse}  # reuse")
+            return
+        dtype = self.constant(lay.dtype)
+        device = "" if lay.device.type == "cpu" else f", device={self.constant(lay.device)}"
+        self.lines.append(
+            f"    {a.name} = empty_strided({lay.size!r}, {lay.stride!r}, dtype={dtype}"
+            f"{device})")
 
     def _extern(self, step: ExternKernel) -> None:
         fn = self.constant(_DIRECT_EXTERNS.get(step.op, step.op))
@@ -284,6 +242,3 @@ class WrapperGen:
                     f"{o.name} = match_layout({o.name}, {size!r}, {stride!r}, "
                     f"{str(step.op)!r}{'' if strict else ', False'})")
 
-
-def _key(lay: Layout) -> tuple[Any, ...]:
-    return (lay.size, lay.stride, lay.dtype, lay.device)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass
 
+import torch
+
 # NOTE: the exception classes a check may raise, by name (checks are printed and hashed as
 # part of loop bodies, so they hold names, not classes).
 _EXCEPTIONS: dict[str, type[Exception]] = {"IndexError": IndexError,
@@ -49,7 +51,12 @@ ERR_PARAM = "kernel_err"  # the name of the error slots among a kernel's paramet
 ErrorSlots = ctypes.c_int64 * 2
 
 
-def raise_kernel_error(err: ctypes.Array[ctypes.c_int64],
+def new_error_slots(device: str) -> torch.Tensor:
+    """Error slots of a Triton kernel: two zeroed int64 on the kernel's device."""
+    return torch.zeros(2, dtype=torch.int64, device=device)
+
+
+def raise_kernel_error(err: ctypes.Array[ctypes.c_int64] | torch.Tensor,
                        checks: tuple[KernelCheck, ...]) -> None:
     """Raise what eager raises for the check reported in `err` (called by the wrapper)."""
     raise checks[int(err[0]) - 1].error(int(err[1]))

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 import torch
 
-from inductor.codegen.ops import OPS, REDUCTIONS, Ref, compute_dtype, use_handler
 from inductor.ir.checks import KernelCheck
+from inductor.ir.ops import OPS, REDUCTIONS, Ref, compute_dtype, use_handler
 from inductor.sizevars import Expr, index_symbol, simplify_index
 
 

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from inductor.codegen.ops import Ref, ops
 from inductor.ir.layout import Layout
 from inductor.ir.loop_body import LoopBody
+from inductor.ir.ops import Ref, ops
 from inductor.sizevars import Expr
 
 Loader = Callable[[Sequence[Expr]], Ref]

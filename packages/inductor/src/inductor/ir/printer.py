@@ -8,9 +8,9 @@ from collections.abc import Sequence
 import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 import torch
 
-from inductor.codegen.ops import Ref
 from inductor.ir.loop_body import LoopBody, LoopOp
 from inductor.ir.nodes import ComputedBuffer, ExternKernel
+from inductor.ir.ops import Ref
 
 
 def _arg(a: object) -> str:

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 import torch
 
-from inductor.codegen.ops import Ref, compute_dtype, ops
 from inductor.ir.nodes import BufferView, Pointwise
+from inductor.ir.ops import Ref, compute_dtype, ops
 from inductor.sizevars import Expr
 
 if TYPE_CHECKING:

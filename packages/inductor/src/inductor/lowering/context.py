@@ -15,7 +15,6 @@ import torch
 import torch.fx
 
 from inductor import config
-from inductor.codegen.ops import ops
 from inductor.ir.layout import Layout
 from inductor.ir.loop_body import record_pointwise
 from inductor.ir.nodes import (
@@ -28,6 +27,7 @@ from inductor.ir.nodes import (
     Pointwise,
     TensorValue,
 )
+from inductor.ir.ops import ops
 from inductor.lowering.registry import find_lowering
 from inductor.sizevars import Expr
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import operator
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -89,14 +89,16 @@ def _extern_always(ctx: LoweringContext, *args: Any, **kwargs: Any) -> Any:
 _SYMBOLIC = (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)
 
 
-def aten_only_reason(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> str | None:
+def aten_only_reason(gm: torch.fx.GraphModule, example_inputs: Sequence[object],
+                     has_target: Callable[[torch.device], bool] | None = None) -> str | None:
     """Why a whole graph runs op by op in ATen instead of being lowered, or None.
 
     Values with data-dependent sizes or contents (unbacked symbols: `nonzero`, `unique`,
     `item`, `masked_select`) have no static layout for buffers and loops, and sparse
     tensors have no strides; such graphs are run by their ATen ops (each one an extern
-    call), never refused. So are graphs with tensors on another device than the CPU (the
-    generated kernels are C++ for the CPU; there is no GPU code generation).
+    call), never refused. So are graphs with tensors on a device no target generates
+    kernels for (`has_target`, the device table's answer; without it, the CPU only): CUDA
+    without Triton installed, meta, ...
     """
     values: list[object] = list(example_inputs)
     values += [node.meta.get("example_value", node.meta.get("val")) for node in gm.graph.nodes]
@@ -104,9 +106,10 @@ def aten_only_reason(gm: torch.fx.GraphModule, example_inputs: Sequence[object])
         for leaf in pytree.tree_leaves(v):
             if isinstance(leaf, torch.Tensor) and leaf.layout != torch.strided:
                 return f"a {leaf.layout} tensor"
-            if isinstance(leaf, torch.Tensor) and leaf.device.type != "cpu":
-                # NOTE: kernels are C++ for the CPU; handing them a GPU pointer would crash.
-                return f"a tensor on {leaf.device} (kernels are generated for the CPU only)"
+            if isinstance(leaf, torch.Tensor) and not (
+                    has_target(leaf.device) if has_target else leaf.device.type == "cpu"):
+                # NOTE: handing a GPU pointer to a C++ kernel would crash.
+                return f"a tensor on {leaf.device} (no kernels are generated for it here)"
             if isinstance(leaf, _SYMBOLIC) and free_unbacked_symbols(leaf):
                 return "data-dependent sizes or values (unbacked symbols)"
     return None

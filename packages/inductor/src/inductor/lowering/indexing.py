@@ -12,9 +12,9 @@ from typing import Any
 import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 import torch
 
-from inductor.codegen.ops import Ref, ops
 from inductor.ir.checks import OUT_OF_RANGE, KernelCheck, index_check
 from inductor.ir.nodes import Pointwise, TensorValue
+from inductor.ir.ops import Ref, ops
 from inductor.lowering.common import broadcast_index, normalize_dim, out_meta
 from inductor.lowering.context import LoweringContext
 from inductor.lowering.registry import lowering

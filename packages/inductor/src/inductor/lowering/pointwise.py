@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
-from inductor.codegen.ops import Ref, ops
 from inductor.ir.nodes import BufferView, Pointwise, TensorValue
+from inductor.ir.ops import Ref, ops
 from inductor.lowering.common import is_tensor, make_pointwise, out_meta, promote
 from inductor.lowering.context import LoweringContext
 from inductor.lowering.registry import lowering

@@ -13,9 +13,9 @@ import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 import torch
 
 from inductor import config
-from inductor.codegen.ops import Ref, ops
 from inductor.ir.layout import Layout, contiguous_strides
 from inductor.ir.nodes import BufferView, ExternKernel, ExternOutput, Pointwise, TensorValue
+from inductor.ir.ops import Ref, ops
 from inductor.lowering.common import out_meta
 from inductor.lowering.context import LoweringContext
 from inductor.lowering.registry import lowering
@@ -62,7 +62,7 @@ def _meta_random(ctx: LoweringContext, normal: bool) -> Any:
     if config.options.fallback_random:
         return NotImplemented
     meta = out_meta(ctx)
-    if not meta.dtype.is_floating_point or meta.device.type != "cpu":
+    if not meta.dtype.is_floating_point:
         return NotImplemented
     return _random(ctx, tuple(int(s) for s in meta.shape), meta.dtype, normal, meta.device)
 

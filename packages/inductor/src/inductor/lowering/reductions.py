@@ -13,10 +13,10 @@ import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 import torch
 
 from inductor.codegen.cascade import CASCADE_MIN
-from inductor.codegen.ops import Ref, compute_dtype, ops
 from inductor.ir.layout import Layout, contiguous_strides
 from inductor.ir.loop_body import record_reduction
 from inductor.ir.nodes import BufferView, ComputedBuffer, TensorValue
+from inductor.ir.ops import Ref, compute_dtype, ops
 from inductor.lowering.common import normalize_dims, out_meta
 from inductor.lowering.context import LoweringContext
 from inductor.lowering.registry import lowering

@@ -11,9 +11,9 @@ from typing import Any
 import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 import torch
 
-from inductor.codegen.ops import Ref, ops
 from inductor.ir.layout import Layout, contiguous_strides
 from inductor.ir.nodes import BufferView, Pointwise, TensorValue
+from inductor.ir.ops import Ref, ops
 from inductor.lowering.common import normalize_dim, out_size
 from inductor.lowering.context import LoweringContext
 from inductor.lowering.registry import lowering

@@ -8,7 +8,7 @@ point (so the group's loop nest computes it before it is read).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
@@ -259,7 +259,13 @@ def _sharing(group: FusedGroup, node: ComputedBuffer) -> int:
     return score
 
 
-def fuse(kernels: Iterable[ComputedBuffer | ExternKernel], enabled: bool = True) -> list[Step]:
+CanFuse = Callable[[FusedGroup, ComputedBuffer, tuple[int, ...]], bool]
+
+
+def fuse(kernels: Iterable[ComputedBuffer | ExternKernel], enabled: bool = True,
+         can_fuse: CanFuse | None = None) -> list[Step]:
+    """Group kernels in program order. `can_fuse(group, node, outer)`: the target's own
+    rule, asked after the shared ones (same device, loops, producers) hold."""
     steps: list[Step] = []
     producer_pos: dict[str, int] = {}
     for kern in kernels:
@@ -279,8 +285,12 @@ def fuse(kernels: Iterable[ComputedBuffer | ExternKernel], enabled: bool = True)
                     continue
                 if pos < first:
                     continue
+                if g.nodes[0].layout.device != kern.layout.device:
+                    continue
                 new_outer = _possible_outer(g, body)
                 if new_outer is None or not _legal(g, kern, new_outer):
+                    continue
+                if can_fuse is not None and not can_fuse(g, kern, new_outer):
                     continue
                 score = _sharing(g, kern)
                 if score > 0 and (best is None or score >= best[0]):

@@ -1,0 +1,681 @@
+"""Triton code generation for one fused group (the Triton target's code generator).
+
+In: a `FusedGroup` (nodes with LoopBodies sharing the group's outer loops). Out: the source
+of a module with one `@triton.jit` kernel and its launch configurations.
+
+The group's outer loops become the kernel's `x` dimension (`xidx`, split into the outer
+loop symbols by `//` and `%`); the nodes' inner loops one `r` dimension of `rnumel`
+elements (`ridx`; a Triton kernel has one, so `triton_can_fuse` refuses a node with another
+inner size). A group without reductions is one flat 1-D loop over x*r elements. A group
+with reductions is 2-D, `[XBLOCK, RBLOCK]` tiles: persistent (one block holds a whole row,
+rows up to `PERSISTENT_MAX`) or looped (`for roffset in range(0, rnumel, RBLOCK)`, one
+loop per run of nodes that do not read a reduction of the same run; a later loop that loads
+what an earlier one stored starts with a barrier). Values of group-local buffers stay in
+registers. Masked loads and stores; indices in int32 where every size allows, else int64;
+float16/bfloat16 loaded and stored as such, computed in float32; random values from Triton's
+Philox (`tl.rand`) keyed by the graph call's seed and the element's offset.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+
+import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
+import torch
+
+from inductor.codegen.triton_prelude import (
+    BINARY_CALLS,
+    BINARY_INFIX,
+    TL_DTYPE,
+    UNARY,
+    literal,
+    module_header,
+    reduction_init,
+)
+from inductor.ir.checks import ERR_PARAM, ZERO_DIVISION, KernelCheck
+from inductor.ir.loop_body import LoopBody, LoopOp
+from inductor.ir.nodes import Buffer, ComputedBuffer
+from inductor.ir.ops import Ref, compute_dtype
+from inductor.scheduler.fusion import FusedGroup, inner_symbol, outer_symbol, split_node
+from inductor.sizevars import Clamp, FloorDiv, ModIndex, bounds
+
+PERSISTENT_MAX = 1024  # NOTE: longest row a persistent reduction holds in one block
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class TritonKernel:
+    """A generated Triton kernel: `source` is a whole module defining `name`."""
+
+    name: str
+    source: str
+    params: tuple[str, ...]  # buffer names in call order (`ERR_PARAM` last with checks)
+    checks: tuple[KernelCheck, ...] = ()
+    scalar_params: frozenset[str] = frozenset()  # CPU 0-dim buffers passed as numbers
+    device: str = "cpu"
+    xnumel: int = 1
+    rnumel: int = 1
+    reduction: bool = False
+    persistent: bool = False
+    configs: tuple[tuple[int, int, int], ...] = ((1024, 1, 4),)  # (XBLOCK, RBLOCK, warps)
+    interpret: bool = False
+    inplace: bool = False  # reads a buffer it writes: never re-run to time configurations
+    seeds: tuple[str, ...] = field(default=())  # params Triton must not specialize on
+
+
+def _inner_numel(group: FusedGroup, node: ComputedBuffer) -> int:
+    assert node.body is not None
+    sp = split_node(node.body, group.outer)
+    assert sp is not None
+    return math.prod(sp.inner_ranges)
+
+
+def triton_can_fuse(group: FusedGroup, node: ComputedBuffer, outer: tuple[int, ...]) -> bool:
+    """One r dimension per kernel: every node's inner loops cover the same number of
+    elements (or none)."""
+    sizes: set[int] = set()
+    for n in [*group.nodes, node]:
+        assert n.body is not None
+        sp = split_node(n.body, outer)
+        if sp is None:
+            return False
+        numel = math.prod(sp.inner_ranges)
+        if sp.inner_ranges and numel > 1:
+            sizes.add(numel)
+    return len(sizes) <= 1
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+class _Lines:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.level = 1
+
+    def add(self, text: str) -> None:
+        self.lines.append("    " * self.level + text)
+
+
+_LEVELS = {"c": 0, "x": 1, "r": 2}
+
+
+def _max_level(*levels: str) -> str:
+    return max(levels, key=lambda lv: _LEVELS[lv], default="c")
+
+
+class TritonGen:
+    """Generates the kernel of one group; see the module docstring for the shape."""
+
+    def __init__(self, group: FusedGroup, buffers: dict[str, Buffer], interpret: bool) -> None:
+        self.group = group
+        self.buffers = buffers
+        self.interpret = interpret
+        first = group.nodes[0]
+        self.device = first.layout.device
+        self.xnumel = math.prod(group.outer)
+        self.rnumel = max((_inner_numel(group, n) for n in group.nodes), default=1)
+        self.reduction = group.has_reduction()
+        self.persistent = self.reduction and self.rnumel <= PERSISTENT_MAX
+        self.checks: list[KernelCheck] = []
+        self.params: dict[str, str] = {}
+        self.scalars: set[str] = set()
+        writes = group.writes()
+        loaded: set[str] = set()
+        for n in group.nodes:
+            assert n.body is not None
+            for op in n.body.ops:
+                if op.kind not in ("load", "store", "store_reduction"):
+                    continue
+                name = str(op.args[0])
+                if op.kind == "load":
+                    loaded.add(name)
+                if name in group.local or name in self.params:
+                    continue
+                prefix = "out_ptr" if name in writes else "in_ptr"
+                count = sum(1 for v in self.params.values() if v.startswith(prefix))
+                self.params[name] = f"{prefix}{count}"
+                buf = buffers[name]
+                if (self.device.type != "cpu" and buf.layout.device.type == "cpu"
+                        and buf.layout.numel() == 1 and name not in writes):
+                    self.scalars.add(name)
+        self.inplace = bool(loaded & writes)
+        self.int64 = self._needs_int64()
+        self.values: dict[str, tuple[str, str]] = {}  # buffer -> (variable, level) stored
+        self.inner_names: dict[tuple[int, ...], int] = {}
+        self.seeds: set[str] = set()
+
+    # -- sizes -------------------------------------------------------------------------
+    def _needs_int64(self) -> bool:
+        sizes = [self.xnumel * max(self.rnumel, 1)]
+        for name in self.params:
+            lay = self.buffers[name].layout
+            sizes.append(lay.storage_size() + abs(lay.offset))
+        return max(sizes) > INT32_MAX // 2
+
+    # -- index expressions ---------------------------------------------------------------
+    def _symbol_level(self, name: str) -> str:
+        if name.startswith("x"):
+            return "x"
+        if name.startswith("r"):
+            return "r"
+        var = self._indirect_levels.get(name)
+        return var if var is not None else "x"
+
+    def _level(self, expr: sympy.Expr) -> str:
+        return _max_level(*(self._symbol_level(s.name) for s in expr.free_symbols))
+
+    def texpr(self, expr: sympy.Expr) -> str:
+        """An index expression in Triton (`//` and `%` where operands are non-negative)."""
+        if expr.is_Integer:
+            return str(int(expr))
+        if isinstance(expr, sympy.Symbol):
+            return str(expr.name)
+        if isinstance(expr, sympy.Add):
+            parts = [self.texpr(a) for a in sorted(expr.args, key=sympy.default_sort_key)]
+            return "(" + " + ".join(parts) + ")"
+        if isinstance(expr, sympy.Mul):
+            return "(" + " * ".join(self.texpr(a) for a in expr.args) + ")"
+        if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and int(expr.exp) > 0:
+            return "(" + " * ".join([self.texpr(expr.base)] * int(expr.exp)) + ")"
+        if isinstance(expr, (FloorDiv, ModIndex)):
+            a, b = (self.texpr(x) for x in expr.args)
+            if self._nonnegative(expr.args[0]):
+                return f"({a} // {b})" if isinstance(expr, FloorDiv) else f"({a} % {b})"
+            return f"_floordiv({a}, {b})" if isinstance(expr, FloorDiv) else f"_mod({a}, {b})"
+        if isinstance(expr, Clamp):
+            a, lo, hi = (self.texpr(x) for x in expr.args)
+            return f"tl.minimum(tl.maximum({a}, {lo}), {hi})"
+        if isinstance(expr, sympy.Max):
+            return f"tl.maximum({self.texpr(expr.args[0])}, " \
+                   f"{self.texpr(sympy.Max(*expr.args[1:]))})"
+        if isinstance(expr, sympy.Min):
+            return f"tl.minimum({self.texpr(expr.args[0])}, " \
+                   f"{self.texpr(sympy.Min(*expr.args[1:]))})"
+        raise NotImplementedError(f"cannot print index expression {expr!r} for Triton")
+
+    def _nonnegative(self, expr: sympy.Expr) -> bool:
+        if any(s.name.startswith("n") for s in expr.free_symbols):
+            return False
+        b = bounds(expr, self._ranges)
+        return b is not None and b[0] >= 0
+
+    # -- one node ------------------------------------------------------------------------
+    def _node_subs(self, ni: int, n: ComputedBuffer) -> tuple[dict[sympy.Symbol, sympy.Expr],
+                                                               tuple[int, ...]]:
+        body = n.body
+        assert body is not None
+        sp = split_node(body, self.group.outer)
+        assert sp is not None
+        inner = tuple(sp.inner_ranges)
+        key = self.inner_names.setdefault(inner, len(self.inner_names))
+        subs: dict[sympy.Symbol, sympy.Expr] = {}
+        for v, e in sp.subs.items():
+            subs[v] = e.xreplace({inner_symbol(j): sympy.Symbol(f"r{key}_{j}", integer=True)
+                                  for j in range(len(inner))})
+        for op_id, op in enumerate(body.ops):
+            if op.kind == "indirect":
+                subs[sympy.Symbol(f"tmp{op_id}", integer=True)] = sympy.Symbol(
+                    f"n{ni}_t{op_id}", integer=True)
+        for j in range(len(inner)):
+            self._ranges[sympy.Symbol(f"r{key}_{j}", integer=True)] = inner[j]
+        return subs, inner
+
+    def _sub(self, e: object, subs: dict[sympy.Symbol, sympy.Expr]) -> sympy.Expr:
+        assert isinstance(e, sympy.Expr)
+        return sympy.expand(e.xreplace(subs))
+
+    def _mask(self, level: str) -> str | None:
+        if level == "c":
+            return None
+        if level == "r" and self.reduction:
+            return "xmask & rmask"
+        return "xmask"
+
+    def _zero(self, level: str) -> str:
+        if level == "r" and self.reduction:
+            return "xzero + rzero"
+        return "xzero"
+
+    def _check(self, w: _Lines, bad: str, value: str, level: str, check: KernelCheck) -> None:
+        if check not in self.checks:
+            self.checks.append(check)
+        cid = self.checks.index(check) + 1
+        mask = self._mask(level)
+        m = f"{bad} & {mask}" if mask else bad
+        z = self._zero(_max_level(level, "x"))
+        w.add(f"tl.store(kernel_err + {z}, {cid}, mask={m})")
+        w.add(f"tl.store(kernel_err + 1 + {z}, ({value}).to(tl.int64), mask={m})")
+
+    def _emit_ops(self, w: _Lines, ni: int, n: ComputedBuffer, ops_: range,
+                  subs: dict[sympy.Symbol, sympy.Expr], refs: dict[int, tuple[str, str]],
+                  node_level: str) -> None:
+        body = n.body
+        assert body is not None
+        for op_id in ops_:
+            op = body.ops[op_id]
+            if op.kind == "reduction":
+                continue
+            self._emit_op(w, ni, op_id, op, subs, refs, node_level)
+
+    def _ref(self, refs: dict[int, tuple[str, str]], r: object) -> tuple[str, str]:
+        assert isinstance(r, Ref)
+        return refs[r.id]
+
+    def _emit_op(self, w: _Lines, ni: int, op_id: int, op: LoopOp,
+                 subs: dict[sympy.Symbol, sympy.Expr], refs: dict[int, tuple[str, str]],
+                 node_level: str) -> None:
+        a = op.args
+        var = f"n{ni}_t{op_id}"
+        if op.kind in ("store", "store_reduction"):
+            name = str(a[0])
+            value, vlevel = self._ref(refs, a[2])
+            idx = self._sub(a[1], subs)
+            self._store(w, name, idx, value, _max_level(vlevel, node_level))
+            return
+        level = "c"
+        if op.kind == "load":
+            text, level = self._load(str(a[0]), self._sub(a[1], subs), node_level)
+        elif op.kind == "constant":
+            assert op.dtype is not None
+            text = f"tl.full([], {literal(a[0], op.dtype)}, {TL_DTYPE[op.dtype]})"
+        elif op.kind == "index_expr":
+            assert op.dtype is not None
+            e = self._sub(a[0], subs)
+            level = self._level(e)
+            text = (f"tl.full([], {int(e)}, {TL_DTYPE[op.dtype]})" if e.is_Integer
+                    else f"({self.texpr(e)}).to({TL_DTYPE[op.dtype]})")
+        elif op.kind == "to_dtype":
+            src, level = self._ref(refs, a[0])
+            dst = a[1]
+            assert isinstance(dst, torch.dtype)
+            text = f"({src} != 0)" if dst == torch.bool else f"{src}.to({TL_DTYPE[dst]})"
+        elif op.kind == "indirect":
+            text, level = self._indirect(w, a, refs, var)
+        elif op.kind == "rand":
+            seed, _ = self._ref(refs, a[0])
+            e = self._sub(a[1], subs)
+            level = _max_level(self._level(e), "x")
+            fn = "tl.randn" if a[2] else "tl.rand"
+            off = f"({self.texpr(e)} + {self._zero(level)})"
+            text = f"{fn}({seed}, {off}.to(tl.int64))"
+        else:
+            args = [self._ref(refs, x) for x in a]
+            level = _max_level(*(lv for _, lv in args))
+            text = self._compute(w, op, [t for t, _ in args], level)
+        w.add(f"{var} = {text}")
+        refs[op_id] = (var, level)
+        if op.kind == "indirect":
+            self._indirect_levels[var] = level
+
+    def _indirect(self, w: _Lines, a: tuple[object, ...], refs: dict[int, tuple[str, str]],
+                  var: str) -> tuple[str, str]:
+        x, level = self._ref(refs, a[0])
+        size = int(a[1])  # type: ignore[call-overload]
+        wrap = bool(a[2])
+        check = a[3] if len(a) > 3 else None
+        raw = f"{var}_raw"
+        w.add(f"{raw} = {x}")
+        if wrap:
+            w.add(f"{raw} = tl.where({raw} < 0, {raw} + {size}, {raw})")
+        if not isinstance(check, KernelCheck):
+            return raw, level
+        bad = f"{var}_bad"
+        w.add(f"{bad} = ({raw} < 0) | ({raw} >= {size})")
+        self._check(w, bad, x, level, check)
+        return f"tl.where({bad}, 0, {raw})", level
+
+    def _compute(self, w: _Lines, op: LoopOp, args: list[str], level: str) -> str:
+        k = op.kind
+        dtype = op.dtype
+        integral = dtype is not None and not dtype.is_floating_point and dtype != torch.bool
+        if k in ("trunc_div", "floordiv", "remainder", "fmod") and integral:
+            bad = f"{args[1]}_zero{len(w.lines)}"
+            w.add(f"{bad} = {args[1]} == 0")
+            self._check(w, bad, args[1], _max_level(level, "x"), ZERO_DIVISION)
+            b = f"tl.where({bad}, 1, {args[1]})"
+            a0 = args[0]
+            if k == "trunc_div":
+                return f"({a0} // {b})"
+            if k == "floordiv":
+                return f"_floordiv({a0}, {b})"
+            if k == "remainder":
+                return f"_mod({a0}, {b})"
+            return f"({a0} % {b})"
+        if k == "truediv":
+            return f"({args[0]} / {args[1]})"
+        if k == "trunc_div":
+            return f"libdevice.trunc({args[0]} / {args[1]})"
+        if k == "floordiv":
+            return f"tl.floor({args[0]} / {args[1]})"
+        if k == "remainder":
+            r = f"libdevice.fmod({args[0]}, {args[1]})"
+            return (f"tl.where(({r} != 0) & (({r} < 0) != ({args[1]} < 0)), "
+                    f"{r} + {args[1]}, {r})")
+        if k == "fmod":
+            return f"libdevice.fmod({args[0]}, {args[1]})"
+        if k == "pow":
+            if integral:
+                return f"_ipow({args[0]}, {args[1]})"
+            return f"libdevice.pow({args[0]}, {args[1]})"
+        if k == "where":
+            return f"tl.where({args[0]}, {args[1]}, {args[2]})"
+        if k in BINARY_INFIX:
+            return f"({args[0]} {BINARY_INFIX[k]} {args[1]})"
+        if k in BINARY_CALLS:
+            return f"{BINARY_CALLS[k]}({args[0]}, {args[1]})"
+        if k in UNARY:
+            return UNARY[k].format(args[0])
+        raise NotImplementedError(f"no Triton for op {k}")
+
+    # -- memory ------------------------------------------------------------------------
+    def _load(self, name: str, idx: sympy.Expr, node_level: str) -> tuple[str, str]:
+        dtype = self.buffers[name].dtype
+        cdt = compute_dtype(dtype)
+        stored = self.values.get(name)
+        if stored is not None:
+            var, level = stored
+            if cdt != dtype:  # NOTE: a half value is rounded as eager's buffer would be
+                return f"{var}.to({TL_DTYPE[dtype]}).to({TL_DTYPE[cdt]})", level
+            return var, level
+        param = self.params[name]
+        if name in self.scalars:
+            text = param
+            level = "c"
+        else:
+            level = self._level(idx)
+            mask = self._mask(level)
+            ptr = f"{param} + {self.texpr(idx)}"
+            text = f"tl.load({ptr}, mask={mask}, other=0)" if mask else f"tl.load({ptr})"
+        if cdt != dtype:
+            text = f"{text}.to({TL_DTYPE[cdt]})"
+        return text, level
+
+    def _store(self, w: _Lines, name: str, idx: sympy.Expr, value: str, level: str) -> None:
+        self.values[name] = (value, level)
+        if name in self.group.local:
+            return
+        dtype = self.buffers[name].dtype
+        if compute_dtype(dtype) != dtype:
+            value = f"{value}.to({TL_DTYPE[dtype]})"
+        ilevel = self._level(idx)
+        level = _max_level(level, ilevel, "x")
+        ptr = f"{self.params[name]} + {self.texpr(idx)}"
+        if ilevel != level:
+            ptr += f" + {self._zero(level)}"
+        w.add(f"tl.store({ptr}, {value}, mask={self._mask(level)})")
+        self._stored_in_loop.add(name)
+
+    # -- kernels -----------------------------------------------------------------------
+    def _prologue(self, w: _Lines) -> None:
+        R = self.rnumel
+        pid = "tl.program_id(0).to(tl.int64)" if self.int64 else "tl.program_id(0)"
+        if not self.reduction:
+            w.add(f"xflat = {pid} * XBLOCK + tl.arange(0, XBLOCK)")
+            w.add(f"xmask = xflat < {self.xnumel * R}")
+            w.add("xzero = xflat * 0")
+            if R > 1:
+                w.add(f"xidx = xflat // {R}")
+                w.add(f"ridx = xflat % {R}")
+            else:
+                w.add("xidx = xflat")
+        else:
+            w.add(f"xidx = {pid} * XBLOCK + tl.arange(0, XBLOCK)[:, None]")
+            w.add(f"xmask = xidx < {self.xnumel}")
+            w.add("xzero = xidx * 0")
+            w.add("rzero = tl.zeros([1, RBLOCK], tl.int32)")
+        outer = self.group.outer
+        for j, size in enumerate(outer):
+            stride = math.prod(outer[j + 1:])
+            e = "xidx" if stride == 1 else f"(xidx // {stride})"
+            if j > 0:
+                e = f"({e} % {size})"
+            w.add(f"{outer_symbol(j)} = {e}")
+            self._ranges[outer_symbol(j)] = size
+
+    def _inner_decomposition(self, w: _Lines) -> None:
+        for inner, key in self.inner_names.items():
+            for j, size in enumerate(inner):
+                stride = math.prod(inner[j + 1:])
+                e = "ridx" if stride == 1 else f"(ridx // {stride})"
+                if j > 0:
+                    e = f"({e} % {size})"
+                w.add(f"r{key}_{j} = {e}")
+
+    def generate(self) -> TritonKernel:
+        self._ranges: dict[sympy.Symbol, int] = {}
+        self._indirect_levels: dict[str, str] = {}
+        self._stored_in_loop: set[str] = set()
+        prepared = [(ni, n, *self._node_subs(ni, n)) for ni, n in enumerate(self.group.nodes)]
+        w = _Lines()
+        self._prologue(w)
+        if not self.reduction:
+            self._inner_decomposition(w)
+            for ni, n, subs, inner in prepared:
+                assert n.body is not None
+                level = "r" if inner else "x"
+                self._emit_ops(w, ni, n, range(len(n.body.ops)), subs, {}, level)
+        elif self.persistent:
+            w.add("ridx = tl.arange(0, RBLOCK)[None, :]")
+            w.add(f"rmask = ridx < {self.rnumel}")
+            self._inner_decomposition(w)
+            for ni, n, subs, inner in prepared:
+                self._persistent_node(w, ni, n, subs, inner)
+        else:
+            self._looped(w, prepared)
+        return self._finish(w)
+
+    def _persistent_node(self, w: _Lines, ni: int, n: ComputedBuffer,
+                         subs: dict[sympy.Symbol, sympy.Expr], inner: tuple[int, ...]) -> None:
+        body = n.body
+        assert body is not None
+        refs: dict[int, tuple[str, str]] = {}
+        level = "r" if inner else "x"
+        red = _red_pos(body)
+        if red is None:
+            self._emit_ops(w, ni, n, range(len(body.ops)), subs, refs, level)
+            return
+        self._emit_ops(w, ni, n, range(red), subs, refs, "r")
+        op = body.ops[red]
+        var = f"n{ni}_t{red}"
+        kind = str(op.args[0])
+        v, vlevel = self._ref(refs, op.args[1])
+        vt = _ref_dtype(op.args[1])
+        init = reduction_init(kind, vt)
+        full = f"tl.broadcast_to({v}, [XBLOCK, RBLOCK])" if vlevel != "r" else v
+        masked = f"tl.where(xmask & rmask, {full}, {init})"
+        if kind in ("argmax", "argmin"):
+            i, _ = self._ref(refs, op.args[2])
+            idx = f"tl.broadcast_to({i}, [XBLOCK, RBLOCK])"
+            w.add(f"{var}_v, {var} = tl.reduce(({masked}, {idx}), 1, _{kind})")
+            w.add(f"{var} = {var}[:, None]")
+        else:
+            w.add(f"{var} = {self._reduce(kind, masked, vt)}[:, None]")
+        refs[red] = (var, "x")
+        self._emit_ops(w, ni, n, range(red + 1, len(body.ops)), subs, refs, "x")
+
+    @staticmethod
+    def _reduce(kind: str, value: str, dtype: torch.dtype) -> str:
+        if kind == "sum":
+            return f"tl.sum({value}, 1)"
+        if kind == "prod":
+            return f"tl.reduce({value}, 1, _mul)"
+        if kind == "max":
+            return f"tl.reduce({value}, 1, _maximum)"
+        if kind == "min":
+            return f"tl.reduce({value}, 1, _minimum)"
+        if kind == "any":
+            return f"(tl.max(({value}).to(tl.int32), 1) != 0)"
+        if kind == "all":
+            return f"(tl.min(({value}).to(tl.int32), 1) != 0)"
+        raise NotImplementedError(kind)
+
+    def _looped(self, w: _Lines, prepared: list[tuple[int, ComputedBuffer,
+                                                     dict[sympy.Symbol, sympy.Expr],
+                                                     tuple[int, ...]]]) -> None:
+        segments: list[list[int]] = []
+        current: list[int] | None = None
+        current_reds: set[str] = set()
+        for pos, (_, n, _, inner) in enumerate(prepared):
+            assert n.body is not None
+            reads = {b for b, _ in n.body.reads()}
+            if not inner:
+                current = None
+                segments.append([pos])
+                continue
+            if current is None or reads & current_reds:
+                current = []
+                current_reds = set()
+                segments.append(current)
+            current.append(pos)
+            if n.body.is_reduction:
+                current_reds.add(n.name)
+        stored_before: set[str] = set()
+        for seg in segments:
+            nodes = [prepared[p] for p in seg]
+            if len(seg) == 1 and not nodes[0][3]:
+                ni, n, subs, _ = nodes[0]
+                assert n.body is not None
+                self._emit_ops(w, ni, n, range(len(n.body.ops)), subs, {}, "x")
+                continue
+            self._loop_segment(w, nodes, stored_before)
+
+    def _loop_segment(self, w: _Lines, nodes: list[tuple[int, ComputedBuffer,
+                                                          dict[sympy.Symbol, sympy.Expr],
+                                                          tuple[int, ...]]],
+                      stored_before: set[str]) -> None:
+        reads: set[str] = set()
+        for _, n, _, _ in nodes:
+            assert n.body is not None
+            reads |= {b for b, _ in n.body.reads()}
+        if reads & stored_before:
+            w.add("tl.debug_barrier()")
+        accs: list[tuple[int, ComputedBuffer, str, torch.dtype]] = []
+        for ni, n, _, _ in nodes:
+            assert n.body is not None
+            red = _red_pos(n.body)
+            if red is None:
+                continue
+            op = n.body.ops[red]
+            kind = str(op.args[0])
+            vt = _ref_dtype(op.args[1])
+            acc = f"n{ni}_acc"
+            w.add(f"{acc} = tl.full([XBLOCK, RBLOCK], {reduction_init(kind, vt)}, "
+                  f"{TL_DTYPE[vt]})")
+            if kind in ("argmax", "argmin"):
+                w.add(f"{acc}_i = tl.full([XBLOCK, RBLOCK], {2**62}, tl.int64)")
+            accs.append((ni, n, kind, vt))
+        w.add(f"for roffset in range(0, {self.rnumel}, RBLOCK):")
+        w.level += 1
+        w.add("ridx = roffset + tl.arange(0, RBLOCK)[None, :]")
+        w.add(f"rmask = ridx < {self.rnumel}")
+        self._inner_decomposition(w)
+        refs_by_node: dict[int, dict[int, tuple[str, str]]] = {}
+        loop_values: list[str] = []
+        for ni, n, subs, _ in nodes:
+            body = n.body
+            assert body is not None
+            refs: dict[int, tuple[str, str]] = {}
+            refs_by_node[ni] = refs
+            red = _red_pos(body)
+            end = len(body.ops) if red is None else red
+            self._emit_ops(w, ni, n, range(end), subs, refs, "r")
+            if red is None:
+                loop_values.append(n.name)
+                continue
+            op = body.ops[red]
+            kind = str(op.args[0])
+            v, vlevel = self._ref(refs, op.args[1])
+            full = f"tl.broadcast_to({v}, [XBLOCK, RBLOCK])" if vlevel != "r" else v
+            acc = f"n{ni}_acc"
+            if kind in ("argmax", "argmin"):
+                i, _ = self._ref(refs, op.args[2])
+                idx = f"tl.broadcast_to({i}, [XBLOCK, RBLOCK])"
+                w.add(f"{acc}_nv, {acc}_ni = _{kind}({acc}, {acc}_i, {full}, {idx})")
+                w.add(f"{acc} = tl.where(xmask & rmask, {acc}_nv, {acc})")
+                w.add(f"{acc}_i = tl.where(xmask & rmask, {acc}_ni, {acc}_i)")
+            else:
+                comb = {"sum": f"{acc} + {full}", "prod": f"{acc} * {full}",
+                        "max": f"_maximum({acc}, {full})", "min": f"_minimum({acc}, {full})",
+                        "any": f"{acc} | ({full} != 0)", "all": f"{acc} & ({full} != 0)"}[kind]
+                w.add(f"{acc} = tl.where(xmask & rmask, {comb}, {acc})")
+        w.level -= 1
+        for name in loop_values:
+            # NOTE: r-level values live in the loop; later loops load them from memory.
+            self.values.pop(name, None)
+            stored_before.add(name)
+        for ni, n, kind, vt in accs:
+            body = n.body
+            assert body is not None
+            red = _red_pos(body)
+            assert red is not None
+            var = f"n{ni}_t{red}"
+            acc = f"n{ni}_acc"
+            if kind in ("argmax", "argmin"):
+                w.add(f"{var}_v, {var} = tl.reduce(({acc}, {acc}_i), 1, _{kind})")
+                w.add(f"{var} = {var}[:, None]")
+            else:
+                w.add(f"{var} = {self._reduce(kind, acc, vt)}[:, None]")
+            refs = {red: (var, "x")}
+            subs = next(s for i, _, s, _ in nodes if i == ni)
+            self._emit_ops(w, ni, n, range(red + 1, len(body.ops)), subs, refs, "x")
+
+    def _finish(self, w: _Lines) -> TritonKernel:
+        names = list(self.params)
+        args = [self.params[n] for n in names]
+        seeds = tuple(self.params[n] for n in names if n in self.scalars)
+        if self.checks:
+            names.append(ERR_PARAM)
+            args.append("kernel_err")
+        sig = ", ".join([*args, "XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"])
+        dns = f"do_not_specialize={list(seeds)!r}" if seeds else ""
+        deco = f"@triton.jit({dns})" if dns else "@triton.jit"
+        kernel_text = f"{deco}\ndef KERNEL_NAME({sig}):\n" + "\n".join(w.lines) + "\n"
+        source = module_header(self.interpret) + "\n\n" + kernel_text
+        digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+        name = f"triton_{digest}"
+        return TritonKernel(
+            name, source.replace("KERNEL_NAME", name), tuple(names), tuple(self.checks),
+            frozenset(self.scalars), str(self.device), self.xnumel, self.rnumel,
+            self.reduction, self.persistent, self._configs(), self.interpret, self.inplace,
+            seeds)
+
+    def _configs(self) -> tuple[tuple[int, int, int], ...]:
+        if not self.reduction:
+            total = self.xnumel * self.rnumel
+            if self.interpret:
+                return ((min(_next_pow2(total), 4096), 1, 4),)
+            cap = max(16, min(_next_pow2(total), 1024))
+            cands = [(1024, 1, 4), (512, 1, 4), (256, 1, 4), (128, 1, 4)]
+            return tuple(dict.fromkeys((min(x, cap), 1, wp) for x, _, wp in cands))
+        rb = _next_pow2(self.rnumel)
+        xcap = _next_pow2(self.xnumel)
+        if self.interpret:
+            r = rb if self.persistent else min(rb, 1024)
+            return ((max(1, min(xcap, 4096 // r)), r, 4),)
+        if self.persistent:
+            out = []
+            for elems, warps in ((4096, 8), (2048, 4), (1024, 4), (8192, 8)):
+                x = max(1, min(xcap, elems // rb))
+                out.append((x, rb, warps if rb >= 256 else 4))
+            return tuple(dict.fromkeys(out))
+        return tuple(dict.fromkeys((min(x, xcap), r, wp) for x, r, wp in (
+            (1, 2048, 8), (1, 1024, 4), (8, 256, 4), (64, 64, 4), (4, 512, 8))))
+
+
+def _red_pos(body: LoopBody) -> int | None:
+    return next((i for i, op in enumerate(body.ops) if op.kind == "reduction"), None)
+
+
+def _ref_dtype(r: object) -> torch.dtype:
+    assert isinstance(r, Ref)
+    return r.dtype
+
+
+def generate_triton(group: FusedGroup, buffers: dict[str, Buffer], *,
+                    interpret: bool) -> TritonKernel:
+    """The Triton kernel of `group` (`interpret`: for Triton's interpreter on the CPU)."""
+    return TritonGen(group, buffers, interpret).generate()

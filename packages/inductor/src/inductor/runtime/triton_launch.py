@@ -1,0 +1,161 @@
+"""The Triton launcher: write each generated module into the cache directory, import it
+(interpreted kernels under `TRITON_INTERPRET=1`), and launch its kernel over the grid its
+block sizes give.
+
+On a GPU a kernel with several candidate configurations (`TritonKernel.configs`: block
+sizes and warps) times each on its first call with CUDA events and keeps the fastest; the
+winner is written beside the module (`<name>.best`), so a warm start neither tunes nor
+re-times. A kernel that reads a buffer it writes is never run twice: it takes the first
+configuration. After the first launch, later calls go through the compiled kernel directly
+(skipping the JIT's argument binding) while the arguments keep the first call's alignment.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from inductor import config
+from inductor.codegen.triton import TritonKernel
+from inductor.runtime.triton_math import interpret_triton_library
+
+log = logging.getLogger("inductor")
+
+_lock = threading.Lock()
+_launchers: dict[str, Launcher] = {}
+
+
+def _module_dir() -> Path:
+    path = Path(config.options.cache_dir) / "triton"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _write(path: Path, text: str) -> None:
+    if path.exists() and path.read_text() == text:
+        return
+    tmp = path.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _import(kernel: TritonKernel, path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(f"inductor_triton.{kernel.name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    if kernel.interpret:
+        config.use_triton_interpreter()
+        interpret_triton_library()
+    spec.loader.exec_module(module)
+    return getattr(module, kernel.name)
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class Launcher:
+    """Calls one kernel: `launcher(*tensors_and_scalars)`."""
+
+    def __init__(self, kernel: TritonKernel, fn: Any, best_path: Path) -> None:
+        self.kernel = kernel
+        self.fn = fn
+        self.best_path = best_path
+        self.config: tuple[int, int, int] | None = None
+        if best_path.exists():
+            try:
+                best = tuple(json.loads(best_path.read_text()))
+                if best in kernel.configs:
+                    self.config = best  # type: ignore[assignment]
+            except (OSError, ValueError):
+                self.config = None
+        self.grid: tuple[int, ...] = ()
+        self.compiled: Any = None
+        self.align: tuple[bool, ...] = ()
+
+    def _grid(self, cfg: tuple[int, int, int]) -> tuple[int, ...]:
+        k = self.kernel
+        total = k.xnumel if k.reduction else k.xnumel * k.rnumel
+        return (_cdiv(total, cfg[0]),)
+
+    def _run(self, cfg: tuple[int, int, int], args: Sequence[Any]) -> Any:
+        xb, rb, warps = cfg
+        if self.kernel.interpret:
+            return self.fn[self._grid(cfg)](*args, XBLOCK=xb, RBLOCK=rb)
+        return self.fn[self._grid(cfg)](*args, XBLOCK=xb, RBLOCK=rb, num_warps=warps)
+
+    def _alignment(self, args: Sequence[Any]) -> tuple[bool, ...]:
+        return tuple(a.data_ptr() % 16 == 0 for a in args if isinstance(a, torch.Tensor))
+
+    def __call__(self, *args: Any) -> None:
+        if self.compiled is not None and self._alignment(args) == self.align:
+            self.compiled[self.grid](*args)
+            return
+        if self.config is None:
+            self.config = self._tune(args)
+        compiled = self._run(self.config, args)
+        if self.compiled is None and not self.kernel.interpret and hasattr(compiled,
+                                                                           "__getitem__"):
+            self.compiled = compiled
+            self.grid = self._grid(self.config) + (1, 1)
+            self.align = self._alignment(args)
+
+    def _tune(self, args: Sequence[Any]) -> tuple[int, int, int]:
+        k = self.kernel
+        configs = k.configs
+        if (k.interpret or len(configs) == 1 or k.inplace or not config.options.triton_autotune
+                or not torch.cuda.is_available()):
+            return configs[0]
+        times: list[tuple[float, tuple[int, int, int]]] = []
+        for cfg in configs:
+            try:
+                self._run(cfg, args)  # compile and warm up
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                start.record()
+                for _ in range(5):
+                    self._run(cfg, args)
+                end.record()
+                end.synchronize()
+                times.append((start.elapsed_time(end), cfg))
+            except Exception as e:  # noqa: BLE001 - a config that does not compile is skipped
+                log.info("triton config %s of %s failed: %s", cfg, k.name, e)
+        if not times:
+            return configs[0]
+        best = min(times)[1]
+        try:
+            _write(self.best_path, json.dumps(list(best)))
+        except OSError:
+            pass
+        return best
+
+
+def load_triton_kernels(kernels: Sequence[TritonKernel]) -> dict[str, Any]:
+    """Kernel name -> its launcher (module written to `cache_dir/triton` and imported once
+    per process)."""
+    out: dict[str, Any] = {}
+    for k in kernels:
+        with _lock:
+            launcher = _launchers.get(k.name)
+            if launcher is None:
+                directory = _module_dir()
+                path = directory / f"{k.name}.py"
+                _write(path, k.source)
+                launcher = Launcher(k, _import(k, path), directory / f"{k.name}.best")
+                _launchers[k.name] = launcher
+        out[k.name] = launcher
+    return out
+
+
+def clear_launchers() -> None:
+    """Forget imported kernels (tests of the warm start)."""
+    with _lock:
+        _launchers.clear()

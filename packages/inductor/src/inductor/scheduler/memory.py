@@ -1,0 +1,103 @@
+"""Buffer planning: when each buffer is allocated, reused and freed.
+
+In: the scheduled steps, the graph's buffers, inputs and outputs. Out: a `MemoryPlan` that
+says, per step, which buffers the wrapper allocates before it (fresh, or taking over a
+freed buffer of the same layout) and which it frees or returns to the pool after it. The
+wrapper only renders the plan; targets never see it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from inductor.ir.layout import Layout
+from inductor.ir.nodes import Buffer, BufferView, ConstantBuffer, ExternKernel
+from inductor.scheduler.fusion import FusedGroup, Step
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """`name` is allocated before its step: fresh when `reuse` is None, else it takes over
+    the storage of the freed buffer `reuse` (same size, strides, dtype and device)."""
+
+    name: str
+    reuse: str | None
+
+
+@dataclass
+class StepMemory:
+    allocate: list[Allocation] = field(default_factory=list)
+    free: list[str] = field(default_factory=list)  # deleted after the step
+    pool: list[str] = field(default_factory=list)  # kept for reuse after the step
+
+
+@dataclass
+class MemoryPlan:
+    steps: list[StepMemory]
+    allocated: set[str]  # buffers the wrapper allocates (storage offset 0)
+
+
+def layout_key(lay: Layout) -> tuple[Any, ...]:
+    """Buffers with equal keys can share storage."""
+    return (lay.size, lay.stride, lay.dtype, lay.device)
+
+
+def last_uses(steps: list[Step], outputs: list[object]) -> tuple[dict[str, int], set[str]]:
+    """(buffer -> position of its last step, buffers that must outlive the call)."""
+    last: dict[str, int] = {}
+    forever: set[str] = set()
+    for pos, step in enumerate(steps):
+        if isinstance(step, FusedGroup):
+            names = (step.reads() | step.writes()) - step.local
+        else:
+            names = set(step.reads) | {o.name for o in step.outputs}
+        for n in names:
+            last[n] = pos
+    for out in outputs:
+        if isinstance(out, BufferView):
+            forever.add(out.buffer.name)
+    # NOTE: an extern output may alias its inputs (views returned by ATen): keep the
+    # inputs alive as long as the output.
+    for step in reversed(steps):
+        if isinstance(step, ExternKernel) and step.aliases_inputs:
+            end = max((last.get(o.name, -1) for o in step.outputs), default=-1)
+            live = any(o.name in forever for o in step.outputs)
+            for r in step.reads:
+                if live:
+                    forever.add(r)
+                last[r] = max(last.get(r, -1), end)
+    return last, forever
+
+
+def plan_memory(steps: list[Step], buffers: dict[str, Buffer], input_names: list[str],
+                outputs: list[object]) -> MemoryPlan:
+    """Allocate each kernel-written buffer before its group, free every buffer after its
+    last use; a freed buffer the wrapper allocated goes to a pool keyed by layout and is
+    taken over by the next allocation of the same layout."""
+    last, forever = last_uses(steps, outputs)
+    pool: dict[tuple[Any, ...], list[str]] = {}
+    allocated: set[str] = set()
+    plan: list[StepMemory] = []
+    for pos, step in enumerate(steps):
+        mem = StepMemory()
+        if isinstance(step, FusedGroup):
+            for n in step.nodes:
+                if n.name in step.local:
+                    continue
+                free = pool.get(layout_key(n.layout))
+                mem.allocate.append(Allocation(n.name, free.pop() if free else None))
+                allocated.add(n.name)
+        for name in sorted(n for n, p in last.items() if p == pos):
+            if name in forever or name in input_names:
+                continue
+            buf = buffers.get(name)
+            if isinstance(buf, ConstantBuffer):
+                continue
+            if name in allocated and buf is not None:
+                pool.setdefault(layout_key(buf.layout), []).append(name)
+                mem.pool.append(name)
+            else:
+                mem.free.append(name)
+        plan.append(mem)
+    return MemoryPlan(plan, allocated)

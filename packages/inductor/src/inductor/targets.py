@@ -1,0 +1,166 @@
+"""Targets: the device table that maps a device type to its code generator, its launcher
+and its fusion-legality rules.
+
+The IR, lowering and scheduler are target-neutral; the pipeline asks `target_for(device)`
+for each fused group's target, the target generates the group's kernel, loads compiled
+kernels, says how the wrapper launches one, and may refuse a fusion the shared scheduler
+finds legal (a Triton kernel has one reduction range). Two targets: C++/OpenMP (`cpp`, the
+CPU's default) and Triton (`triton`, CUDA; the CPU under `options={"cpu_backend":
+"triton"}` through Triton's interpreter). Ops without a lowering stay extern ATen calls
+whatever the target.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import torch
+
+from inductor import config
+from inductor.codegen.cpp import CppKernel, generate_kernel
+from inductor.codegen.triton import TritonKernel, generate_triton, triton_can_fuse
+from inductor.ir.checks import ERR_PARAM
+from inductor.ir.nodes import Buffer, ComputedBuffer
+from inductor.runtime.cpp_build import load_kernels
+from inductor.scheduler.fusion import FusedGroup
+
+Kernel = CppKernel | TritonKernel
+
+
+class Target(Protocol):
+    """A code generator, its launcher and its fusion rules for one kind of device."""
+
+    name: str
+
+    def generate(self, group: FusedGroup, buffers: dict[str, Buffer]) -> Kernel:
+        """The kernel of one fused group."""
+        ...
+
+    def load(self, kernels: Sequence[Kernel]) -> dict[str, Any]:
+        """Kernel name -> what the wrapper calls (built or taken from the caches)."""
+        ...
+
+    def launch(self, kernel: Kernel, checks: str) -> list[str]:
+        """The wrapper's lines that run `kernel` and raise what eager raises when one of its
+        checks failed (`checks`: the wrapper's name for `kernel.checks`)."""
+        ...
+
+    def can_fuse(self, group: FusedGroup, node: ComputedBuffer,
+                 outer: tuple[int, ...]) -> bool:
+        """Whether this target can generate `group` with `node` added over `outer` loops
+        (asked only after the scheduler found the fusion legal)."""
+        ...
+
+
+class CppTarget:
+    """C++/OpenMP kernels built with the system compiler, called through ctypes."""
+
+    name = "cpp"
+
+    def generate(self, group: FusedGroup, buffers: dict[str, Buffer]) -> Kernel:
+        """The group's `extern "C"` function (`codegen/cpp.py`)."""
+        return generate_kernel(group, buffers, threads=config.options.threads,
+                               parallel_threshold=config.options.parallel_threshold,
+                               simd=config.options.simd)
+
+    def load(self, kernels: Sequence[Kernel]) -> dict[str, Any]:
+        """ctypes functions from the compiled (cached) libraries."""
+        cpp = [k for k in kernels if isinstance(k, CppKernel)]
+        return load_kernels(cpp) if cpp else {}
+
+    def launch(self, kernel: Kernel, checks: str) -> list[str]:
+        """`kernel(ptr, ...)` with raw data pointers; `err` is the call's error slots."""
+        args = ", ".join("err" if p == ERR_PARAM else f"{p}.data_ptr()"
+                         for p in kernel.params)
+        lines = [f"{kernel.name}({args})"]
+        if kernel.checks:
+            lines.append(f"if err[0]: raise_kernel_error(err, {checks})")
+        return lines
+
+    def can_fuse(self, group: FusedGroup, node: ComputedBuffer,
+                 outer: tuple[int, ...]) -> bool:
+        """The C++ generator handles every legal group."""
+        return True
+
+
+class TritonTarget:
+    """Triton kernels (`codegen/triton.py`) launched from Python (`runtime/triton_launch.py`);
+    `interpret`: run by Triton's interpreter on CPU tensors."""
+
+    def __init__(self, interpret: bool) -> None:
+        self.interpret = interpret
+        self.name = "triton-interpreter" if interpret else "triton"
+
+    def generate(self, group: FusedGroup, buffers: dict[str, Buffer]) -> Kernel:
+        """The group's `@triton.jit` kernel source and its launch configuration."""
+        return generate_triton(group, buffers, interpret=self.interpret)
+
+    def load(self, kernels: Sequence[Kernel]) -> dict[str, Any]:
+        """Launchers of the kernels (modules written to the cache directory, imported)."""
+        from inductor.runtime.triton_launch import load_triton_kernels
+
+        tk = [k for k in kernels if isinstance(k, TritonKernel)]
+        return load_triton_kernels(tk) if tk else {}
+
+    def launch(self, kernel: Kernel, checks: str) -> list[str]:
+        """`kernel(tensor, ...)`; a kernel with checks gets fresh error slots on its
+        device and the wrapper raises what eager raises when one failed."""
+        assert isinstance(kernel, TritonKernel)
+        args = []
+        for p in kernel.params:
+            if p == ERR_PARAM:
+                args.append("kerr")
+            elif p in kernel.scalar_params:
+                args.append(f"{p}.item()")
+            else:
+                args.append(p)
+        lines = []
+        if kernel.checks:
+            lines.append(f"kerr = new_error_slots({kernel.device!r})")
+        lines.append(f"{kernel.name}({', '.join(args)})")
+        if kernel.checks:
+            lines.append(f"if kerr[0]: raise_kernel_error(kerr, {checks})")
+        return lines
+
+    def can_fuse(self, group: FusedGroup, node: ComputedBuffer,
+                 outer: tuple[int, ...]) -> bool:
+        """One Triton kernel has one reduction range (`triton_can_fuse`)."""
+        return triton_can_fuse(group, node, outer)
+
+
+def triton_available() -> bool:
+    """Whether the `triton` package can be imported."""
+    return importlib.util.find_spec("triton") is not None
+
+
+def _need_triton(why: str) -> None:
+    if not triton_available():
+        raise RuntimeError(
+            f"inductor: {why} needs Triton, which is not installed: `pip install triton` "
+            "(or `pip install compiler-inductor[gpu]`)")
+
+
+def target_for(device: torch.device) -> Target:
+    """The device table: the target that generates kernels for tensors on `device`."""
+    if device.type == "cpu":
+        backend = config.options.cpu_backend
+        if backend == "cpp":
+            return CppTarget()
+        if backend == "triton":
+            _need_triton("options={'cpu_backend': 'triton'}")
+            config.use_triton_interpreter()
+            return TritonTarget(interpret=True)
+        raise ValueError(f"inductor: unknown cpu_backend {backend!r}; one of 'cpp', 'triton'")
+    if device.type == "cuda":
+        _need_triton(f"generating kernels for {device}")
+        return TritonTarget(interpret=False)
+    raise NotImplementedError(f"inductor: no code generator for device {device}")
+
+
+def has_target(device: torch.device) -> bool:
+    """Whether kernels can be generated for `device` here (else its graphs run in ATen)."""
+    if device.type == "cpu":
+        return config.options.cpu_backend != "triton" or triton_available()
+    return device.type == "cuda" and triton_available()
