@@ -215,7 +215,8 @@ def _limit_warnings(caught, caplog):
 def test_cache_size_limit_warns_once_then_runs_eagerly(caplog):
     capture.reset()
     backend = CountingBackend()
-    compiled = capture.optimize(plain, backend=backend, fullgraph=False)
+    compiled = capture.optimize(plain, backend=backend, fullgraph=False,
+                                dynamic=False)  # NOTE: a recompile per shape
     with guards.config.patch(cache_size_limit=2), \
             warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

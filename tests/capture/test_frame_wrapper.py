@@ -70,7 +70,7 @@ def test_cache_size_limit_warns_once_then_runs_eagerly() -> None:
     def f(x):
         return x + 1
 
-    fast = capture.optimize(f, backend=backend, fullgraph=True)
+    fast = capture.optimize(f, backend=backend, fullgraph=True, dynamic=False)
     with (guards.config.patch(cache_size_limit=2), capture.config.patch(log_recompiles=False),
           warnings.catch_warnings(record=True) as caught):
         warnings.simplefilter("always")

@@ -33,6 +33,8 @@ from capture.graph_break import BackendCompilerFailed, GraphBreakKind, Unsupport
 from capture.guard_builder import build_tree
 from capture.interp.lookup_guards import defaults_changed, guard_own_defaults
 from capture.output_graph import OutputGraph
+from capture.shape_guards import ConstraintViolation, check_marked, shape_guards
+from capture.shapes import forget_shapes, shapes_for
 from capture.values import CellValue, Value
 from capture.values.wrap import wrap
 
@@ -122,9 +124,12 @@ class CompileOptions:
     capture: Mapping[str, object] = field(default_factory=dict)
     guards: Mapping[str, object] = field(default_factory=dict)
     backend: Mapping[str, object] = field(default_factory=dict)
+    #: `dynamic=`: None automatic dynamic shapes, True all sizes symbolic, False static.
+    dynamic: bool | None = None
 
     @staticmethod
-    def split(options: Mapping[str, object] | None) -> CompileOptions:
+    def split(options: Mapping[str, object] | None,
+              dynamic: bool | None = None) -> CompileOptions:
         """Sort `options` by owner, checking capture's and guards' names and types."""
         own: dict[str, object] = {}
         guard: dict[str, object] = {}
@@ -139,12 +144,12 @@ class CompileOptions:
                 rest[short if dot else name] = value
         config.replace(own)
         guards.config.replace(guard)
-        return CompileOptions(own, guard, rest)
+        return CompileOptions(own, guard, rest, dynamic)
 
     @property
     def key(self) -> str:
         return repr((sorted(self.capture.items()), sorted(self.guards.items()),
-                     sorted(self.backend.items())))
+                     sorted(self.backend.items()), self.dynamic))
 
 
 def make_binder(fn: types.FunctionType) -> Callable[..., dict[str, object]]:
@@ -296,7 +301,7 @@ class CompiledFunction:
         marker = f"{self.frame_id}/{len(self.cache)}"
         start = time.perf_counter()
         global_state = guards.GlobalStateMatch.current()
-        output = OutputGraph(self.f_globals, self.code.co_name)
+        output = OutputGraph(self.f_globals, self.code.co_name, self._shapes())
         grad_mode = torch.is_grad_enabled()
         self._entry_grad_mode = grad_mode
         autocast_state = torch.is_autocast_enabled("cpu")
@@ -320,7 +325,7 @@ class CompiledFunction:
                 raise
             self._fall_back(e, tree, marker)
             return self.fn
-        except BackendCompilerFailed:
+        except (BackendCompilerFailed, ConstraintViolation):
             raise
         except Exception as error:  # noqa: BLE001  # never let it pass for the program's own
             # NOTE: an exception escaped the translator (a Python error of the program met at
@@ -338,7 +343,8 @@ class CompiledFunction:
             _state.compiling = False
             torch._C._set_grad_enabled(grad_mode)
             del autocast_state
-        tree = build_tree(output.guards.values(), global_state)
+        tree = build_tree(output.guards.values(), global_state,
+                          shape_guards(output.symbolic, output.shape_env))
         fn = types.FunctionType(
             new_code, self.f_globals, self.fn.__name__, self.fn.__defaults__, self.fn.__closure__
         )
@@ -400,7 +406,7 @@ class CompiledFunction:
         stop = None if self.fullgraph else resume.break_point(self.code, error)
         if stop is None:
             return None
-        output = OutputGraph(self.f_globals, self.code.co_name)
+        output = OutputGraph(self.f_globals, self.code.co_name, self._shapes())
         # NOTE: the failed trace may have stopped inside a grad-mode block.
         torch._C._set_grad_enabled(self._entry_grad_mode)
         try:
@@ -414,6 +420,10 @@ class CompiledFunction:
             f"{frame.filename}:{frame.lineno}" if frame else "?", error.explanation,
         )
         return output, new_code, gm
+
+    def _shapes(self) -> Any:
+        """What earlier compiles of this code saw of its input sizes (`capture.shapes`)."""
+        return shapes_for(self.cache, self.options.dynamic)
 
     def _resume_function(self, code: types.CodeType) -> CompiledFunction:
         """A resume function of this frame: compiled on its first call, like any frame."""
@@ -434,6 +444,7 @@ class CompiledFunction:
 
     def reset(self) -> None:
         self.cache.clear()
+        forget_shapes(self.cache)
         self.compiles.clear()
         self._warned_limit = False
         self._logged_fallback = False
@@ -481,13 +492,14 @@ def _trace_and_codegen(
     body = cg.instrs
     gm: torch.fx.GraphModule | None = None
     has_calls = any(n.op != "placeholder" for n in output.graph.nodes)
+    check_marked(output.symbolic, output.shape_env)
     if has_calls or cg.graph_outputs:
         runtime_checks.add_runtime_checks(output.graph, output.fake_mode.shape_env)
         output.graph.output(tuple(v.node for v in cg.graph_outputs))
         gm = torch.fx.GraphModule(torch.nn.Module(), output.graph, "CapturedGraph")
         if cf.option("verbose") or logs.graph_log.isEnabledFor(logging.DEBUG):
             logs.verbose_print("graph", marker, gm.print_readable(print_output=False))
-        example_inputs = [tensor for _, tensor, _ in output.inputs]
+        example_inputs = [example for _, example, _ in output.inputs]
         compiled = _call_backend(cf, gm, example_inputs)
         pre = codegen.CodeBuilder(code)
         pre.load_callable(compiled)
@@ -500,7 +512,7 @@ def _trace_and_codegen(
 
 
 def _call_backend(
-    cf: CompiledFunction, gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]
+    cf: CompiledFunction, gm: torch.fx.GraphModule, example_inputs: list[Any]
 ) -> Callable[..., Any]:
     """The backend's compiled callable for `gm`; a backend failure (it raises, or returns no
     callable) is logged and the graph runs eagerly under `suppress_errors`, else it raises
@@ -538,7 +550,7 @@ def _call_backend(
 
 
 def _raises_eagerly(
-    gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor], error: type[BaseException]
+    gm: torch.fx.GraphModule, example_inputs: list[Any], error: type[BaseException]
 ) -> bool:
     """Whether running `gm` eagerly on copies of its inputs raises an `error` (the RNG state is
     restored, the inputs are untouched)."""
@@ -702,6 +714,7 @@ def reset_all() -> None:
         wrapper.reset()
     for _, cache, _, _ in list(_code_caches.values()):
         cache.clear()
+    forget_shapes()
     guards.clear_all_caches()
 
 

@@ -9,18 +9,23 @@ from guards.checks import is_guardable_constant
 from guards.sources import Source
 
 from capture.output_graph import GuardKind, GuardRecord, Identity
+from capture.shape_guards import ShapeGuards
 
 
-def build_tree(records: Iterable[GuardRecord], global_state: guards.GlobalStateMatch) -> guards.GuardTree:
-    """The guard tree for `records` plus the global-state check taken before tracing."""
+def build_tree(records: Iterable[GuardRecord], global_state: guards.GlobalStateMatch,
+               shapes: ShapeGuards | None = None) -> guards.GuardTree:
+    """The guard tree for `records` plus the global-state check taken before tracing, and
+    the size guards of symbolic inputs (`shapes`)."""
     builder = guards.GuardBuilder()
     builder.add_global(global_state)
     identities: list[Identity] = []
+    dynamic = shapes.dynamic_dims if shapes is not None else {}
     for record in records:
         kind = record.kind
         expected = record.expected
         if kind is GuardKind.TENSOR_MATCH:
-            builder.add(record.source, guards.TensorMatch.from_tensor(expected))
+            dims = dynamic.get(record.source, frozenset())
+            builder.add(record.source, guards.TensorMatch.from_tensor(expected, dims))
         elif kind is GuardKind.ID_MATCH:
             builder.add(record.source, guards.IdMatch.of(expected))
         elif kind is GuardKind.CONST_EQ:
@@ -38,6 +43,8 @@ def build_tree(records: Iterable[GuardRecord], global_state: guards.GlobalStateM
             builder.add(record.source, guards.KeyAbsent(expected))
         elif kind is GuardKind.IDENTITY:
             identities.append(expected)
+    if shapes is not None:
+        shapes.add_to(builder)
     _add_aliasing(builder, identities)
     return builder.build()
 

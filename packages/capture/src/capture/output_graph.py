@@ -17,11 +17,11 @@ import torch
 import torch.fx
 from guards.sources import Source
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from capture import node_meta
+from capture.shapes import FrameShapes, RecordingShapeEnv, SymbolicInputs
 from capture.side_effects import SideEffects
-from capture.values import TensorValue, Value
+from capture.values import SymNodeValue, TensorValue, Value
 
 if TYPE_CHECKING:
     from capture.interp.translator import Translator
@@ -67,14 +67,19 @@ class GuardRecord:
 class OutputGraph:
     """Everything captured for one frame."""
 
-    def __init__(self, f_globals: dict[str, object], code_name: str) -> None:
+    def __init__(self, f_globals: dict[str, object], code_name: str,
+                 shapes: FrameShapes | None = None) -> None:
         self.graph = torch.fx.Graph()
-        # NOTE: inputs get static shapes (dynamic=False); the ShapeEnv only gives
-        # data-dependent results (`.item()`, `nonzero`, `unique`...) unbacked symbols.
-        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
+        # NOTE: the ShapeEnv gives symbols to the input sizes and ints `shapes` makes dynamic
+        # (see `capture.shapes`) and to data-dependent results (`.item()`, `nonzero`...).
+        self.shape_env = RecordingShapeEnv(self._user_location)
+        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=self.shape_env)
+        self.shapes = shapes if shapes is not None else FrameShapes(False)
+        self.symbolic = SymbolicInputs()
         self.root_globals = f_globals
         self.code_name = code_name
-        self.inputs: list[tuple[Source, torch.Tensor, TensorValue]] = []
+        # Graph inputs in placeholder order: tensors, and ints that are symbols.
+        self.inputs: list[tuple[Source, object, TensorValue | SymNodeValue]] = []
         self.input_by_id: dict[int, TensorValue] = {}
         self.guards: dict[tuple[object, ...], GuardRecord] = {}
         self.side_effects = SideEffects()
@@ -118,25 +123,55 @@ class OutputGraph:
         """A placeholder for the real tensor at `source` (deduplicated by identity)."""
         existing = self.input_by_id.get(id(tensor))
         if existing is not None:
-            self.note_identity(tensor, source, tensor_group(tensor))
+            self.note_identity(tensor, source, tensor_group(tensor, existing.fake))
             return existing
         self.add_guard(source, GuardKind.TENSOR_MATCH, tensor)
-        self.note_identity(tensor, source, tensor_group(tensor))
-        name = _placeholder_name(source)
-        first = self._first_non_placeholder()
-        if first is None:
-            with self.graph.inserting_after(None):
-                node = self.graph.placeholder(name)
-        else:
-            with self.graph.inserting_before(first):
-                node = self.graph.placeholder(name)
-        fake = self.fake_mode.from_tensor(tensor, static_shapes=True)
+        dims = self.shapes.tensor_dims(tensor, source)
+        fake = None
+        if dims:
+            fake = self.symbolic.symbolic_tensor(self.shape_env, self.fake_mode, tensor, source,
+                                                 dims)
+        if fake is None:
+            fake = self.fake_mode.from_tensor(tensor, static_shapes=True)
+        self.note_identity(tensor, source, tensor_group(tensor, fake))
+        node = self._placeholder(source)
         node_meta.set_example_value(node, fake)
         value = TensorValue(node, fake, source, type(tensor))
         self.inputs.append((source, tensor, value))
         self.input_by_id[id(tensor)] = value
         self.keepalive.append(tensor)
         return value
+
+    def add_int_input(self, number: int, source: Source) -> SymNodeValue | None:
+        """A placeholder for the int at `source` when it is a symbol now (automatic dynamic,
+        `dynamic=True`); None when it stays a constant."""
+        if not self.shapes.int_dynamic(number, source):
+            return None
+        symint = self.symbolic.symbolic_int(self.shape_env, number, source)
+        if symint is None:
+            return None
+        node = self._placeholder(source)
+        node_meta.set_example_value(node, symint)
+        value = SymNodeValue(node, symint)
+        self.inputs.append((source, number, value))
+        return value
+
+    def _placeholder(self, source: Source) -> torch.fx.Node:
+        name = _placeholder_name(source)
+        first = self._first_non_placeholder()
+        if first is None:
+            with self.graph.inserting_after(None):
+                return self.graph.placeholder(name)
+        with self.graph.inserting_before(first):
+            return self.graph.placeholder(name)
+
+    def _user_location(self) -> str:
+        tx = self.current_tx
+        if tx is None:
+            return "?"
+        frame = tx.user_frame()
+        text = getattr(frame, "text", "")
+        return f"{frame.filename}:{frame.lineno}" + (f" ({text.strip()})" if text else "")
 
     def _first_non_placeholder(self) -> torch.fx.Node | None:
         for node in self.graph.nodes:
@@ -171,11 +206,14 @@ class OutputGraph:
         self.graph.erase_node(node)
 
 
-def tensor_group(tensor: torch.Tensor) -> object:
+def tensor_group(tensor: torch.Tensor, fake: torch.Tensor | None = None) -> object:
     """Tensors with equal class, dtype, device, layout, requires_grad and shape could be
-    one object; tensors that differ in one of them cannot both pass their TensorMatch."""
+    one object; tensors that differ in one of them cannot both pass their TensorMatch.
+    With `fake` (the traced value), symbolic sizes count as any size."""
+    shape = tuple(tensor.shape) if fake is None else tuple(
+        s if type(s) is int else None for s in fake.shape)
     return ("tensor", type(tensor), tensor.dtype, tensor.device, tensor.layout,
-            bool(tensor.requires_grad), tuple(tensor.shape))
+            bool(tensor.requires_grad), shape)
 
 
 def _placeholder_name(source: Source) -> str:

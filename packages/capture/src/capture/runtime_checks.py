@@ -57,7 +57,7 @@ def add_runtime_checks(graph: torch.fx.Graph, shape_env: ShapeEnv | None) -> int
     how many were added (0 for graphs without data-dependent values, at no cost)."""
     if shape_env is None or not shape_env.var_to_range:
         return 0
-    symbols = _bind_symbols(graph)
+    symbols = _bind_symbols(graph, shape_env)
     if not symbols:
         return 0
     facts: list[tuple[Any, str]] = []
@@ -85,21 +85,24 @@ def add_runtime_checks(graph: torch.fx.Graph, shape_env: ShapeEnv | None) -> int
     return added
 
 
-def _bind_symbols(graph: torch.fx.Graph) -> dict[Any, torch.fx.Node]:
+def _bind_symbols(graph: torch.fx.Graph, shape_env: ShapeEnv) -> dict[Any, torch.fx.Node]:
     """Each unbacked symbol -> a node computing it: the `.item()` that read it, or a new
-    `size(dim)` of the first tensor with that size."""
+    `size(dim)` of the first tensor with that size. (Symbols of input sizes and ints are
+    backed: their facts are guards, checked before the graph runs.)"""
     symbols: dict[Any, torch.fx.Node] = {}
     sizes: list[tuple[Any, torch.fx.Node, int]] = []
+    backed = shape_env.backed_var_to_val
     for node in list(graph.nodes):
         value = node_meta.get_example_value(node) if node.op != "output" else None
         if isinstance(value, _SYMBOLIC):
             expr = value.node.expr
-            if isinstance(expr, sympy.Symbol):
+            if isinstance(expr, sympy.Symbol) and expr not in backed:
                 symbols.setdefault(expr, node)
         elif isinstance(value, torch.Tensor):
             dims: tuple[object, ...] = tuple(value.shape)
             for dim, size in enumerate(dims):
-                if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol):
+                if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol) \
+                        and size.node.expr not in backed:
                     sizes.append((size.node.expr, node, dim))
     output = next((n for n in graph.nodes if n.op == "output"), None)
     for symbol, node, dim in sizes:

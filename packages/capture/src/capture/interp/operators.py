@@ -31,6 +31,7 @@ from capture.values import (
     TupleValue,
     Value,
 )
+from capture.values.symbolic import is_backed, specialize
 from capture.values.wrap import wrap
 
 if TYPE_CHECKING:
@@ -82,6 +83,11 @@ def python_constant(value: Value) -> tuple[bool, Any]:
     """(True, obj) if `value` is fully known as a Python object (containers included)."""
     if isinstance(value, ConstantValue):
         return True, value.value
+    if isinstance(value, SymNodeValue):
+        # NOTE: a number of input sizes needed as a Python object (a format, a list index):
+        # specialized to its value, which the ShapeEnv guards; tensor data stays unknown.
+        number = specialize(value)
+        return number is not None, number
     if isinstance(value, (TupleValue, ListValue)):
         items = []
         for item in value.items:
@@ -303,6 +309,10 @@ def _symbolic_truth(value: SymNodeValue) -> bool:
         return True
     if statically_known_false(cond):
         return False
+    if is_backed(fake):
+        # NOTE: a relation of input sizes (`x.shape[0] > 4`): decided by the example's sizes
+        # and recorded by the ShapeEnv, which makes it a guard of this entry.
+        return bool(cond)
     raise unsupported(
         GraphBreakKind.DATA_DEPENDENT,
         f"branching on a value read from a tensor ({value.describe()})",

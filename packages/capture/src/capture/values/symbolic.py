@@ -73,3 +73,25 @@ class SymSliceValue(Value):
 
     def describe(self) -> str:
         return f"slice({', '.join(p.describe() for p in self.parts)})"
+
+
+def is_backed(fake: object) -> bool:
+    """Whether a symbolic number depends only on input sizes and ints (backed symbols with
+    an example value), not on tensor data: its value can be decided at trace time, with a
+    guard."""
+    if not isinstance(fake, SYMBOLIC_TYPES):
+        return True
+    node = fake.node
+    symbols = node.expr.free_symbols
+    backed = node.shape_env.backed_var_to_val
+    return all(s in backed for s in symbols)
+
+
+def specialize(value: SymNodeValue) -> object | None:
+    """The Python number of a backed symbolic value (the ShapeEnv guards it equal to its
+    example's), or None when it depends on tensor data."""
+    if not is_backed(value.fake):
+        return None
+    kind = value.python_type()
+    number: object = kind(value.fake)
+    return number

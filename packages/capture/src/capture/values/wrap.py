@@ -18,6 +18,7 @@ from guards.sources import (
     AttrSource,
     BufferSource,
     ItemSource,
+    LocalSource,
     ParamSource,
     Source,
     SubmoduleSource,
@@ -29,6 +30,7 @@ from capture.values.constant import ConstantValue, is_literal
 from capture.values.containers import DictValue, ListValue, SetValue, TupleValue
 from capture.values.functions import MethodValue, PartialValue
 from capture.values.objects import ModuleValue, ObjectValue
+from capture.values.tensor import TensorValue
 
 if TYPE_CHECKING:
     from capture.output_graph import OutputGraph
@@ -79,6 +81,11 @@ def wrap(output: OutputGraph, obj: object, source: Source | None) -> Value:
             output.add_guard(source, GuardKind.ID_MATCH, obj)
         value = ModuleValue(obj, source, _module_path(source))
         return _remember(output, obj, value)
+    if type(obj) is int and isinstance(source, LocalSource):
+        symbolic = output.add_int_input(obj, source)
+        if symbolic is not None:
+            symbolic.source = source
+            return symbolic
     if is_literal(obj) or isinstance(obj, _VALUE_TYPES):
         if source is not None:
             if obj is None or isinstance(obj, bool):
@@ -233,7 +240,7 @@ def _identity_group(obj: object, value: Value) -> object:
     that could be one object, objects of its exact type; None for modules (guarded by id,
     so distinct modules stay distinct anyway)."""
     if isinstance(obj, torch.Tensor):
-        return tensor_group(obj)
+        return tensor_group(obj, value.fake if isinstance(value, TensorValue) else None)
     if isinstance(value, ModuleValue):
         return None
     return ("object", type(obj))
