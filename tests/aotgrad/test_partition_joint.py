@@ -156,7 +156,10 @@ def test_min_cut_on_build_joint_recomputes_only_cheap_ops(module_name: str) -> N
     fn, params = _functional(factory())
     joint = build_joint(fn, [*params, torch.randn(*shape, requires_grad=True)])
     result = partition_min_cut(analyze(joint.gm, joint.num_fwd_outputs))
-    assert result.recomputed, "expected min_cut to recompute some pointwise op"
+    # NOTE: the MLP recomputed only its weights' transposes, which now are saved instead:
+    # they live in the weights' storage, so saving them is free (`storage_root`).
+    if module_name != "mlp":
+        assert result.recomputed, "expected min_cut to recompute some pointwise op"
     for node in result.recomputed:
         assert is_cheap(node), f"min_cut recomputes {node.name} ({node.target})"
 

@@ -25,17 +25,19 @@ class AotgradConfig:
     """Every aotgrad option (see `list_options()` for help texts)."""
 
     partitioner: str = option(
-        "min_cut", env="AOTGRAD_PARTITIONER",
-        help="joint-graph partitioner used when none is given: default, min_cut or "
-             "memory_budget")
+        "memory_budget", env="AOTGRAD_PARTITIONER",
+        help="joint-graph partitioner of training graphs (aot_eager and inductor alike): "
+             "memory_budget (min_cut under activation_memory_budget), min_cut or default "
+             "(save everything the backward reads)")
     decompositions: str = option(
         "core", env="AOTGRAD_DECOMPOSITIONS",
         help="decomposition table applied while tracing to ATen: core (torch._decomp core "
              "ATen) or none")
     activation_memory_budget: float = option(
         1.0, env="AOTGRAD_ACTIVATION_MEMORY_BUDGET",
-        help="memory_budget partitioner: 1.0 saves what min_cut saves, 0.0 what full "
-             "recomputation saves")
+        help="fraction in [0, 1] of the activation bytes a training graph saves: 1.0 saves "
+             "what min_cut saves (recomputing only cheap ops), 0.0 recomputes everything "
+             "deterministic from inputs and parameters (memory_budget partitioner)")
     solver: str = option("dp", env="AOTGRAD_SOLVER",
                          help="memory_budget knapsack solver: dp, greedy or ilp")
     estimator: str = option("flops", env="AOTGRAD_ESTIMATOR",
@@ -44,7 +46,8 @@ class AotgradConfig:
     pareto_svg: str | None = option(
         None, env="AOTGRAD_PARETO_SVG",
         help="memory_budget: write the Pareto curve of saved bytes against estimated "
-             "recompute time to this SVG path")
+             "recompute time, the chosen budget marked, to this SVG path (each training "
+             "graph compiled writes it; the last one stays)")
     graph_cache: bool = option(
         True, env="AOTGRAD_GRAPH_CACHE",
         help="reuse the compiled graphs of an identical captured graph and call signature "

@@ -15,9 +15,14 @@ returns one gradient per primal.
   expensive activations. Below 1.0 it may recompute expensive ops (cheapest per byte first);
   random ops are never recomputed.
 
-`saved_bytes(fw, num_fwd_outputs)` is the activation memory a forward graph saves (saved
-primals excluded: they are alive anyway). Pipeline: analysis -> (default | mincut | budget
-with knapsack and estimate) -> split; pareto draws the budget curve.
+Only values the forward outputs need are pinned to the forward: a value only the backward
+reads (a scatter of the targets, a matmul of two inputs) is computed there once, not saved.
+
+`saved_bytes(fw, num_fwd_outputs)` is the activation memory a forward graph saves, counted
+as saved-tensor hooks count it: each storage once (views of one value share it), primals and
+views of them excluded (they are alive anyway). Pipeline: analysis -> (default | mincut |
+budget with knapsack and estimate) -> split; pareto draws the budget curve (point.py: one
+solved budget).
 """
 
 from __future__ import annotations

@@ -65,9 +65,37 @@ def _op_tags(node: fx.Node) -> Sequence[torch.Tag]:
     return ()
 
 
+def _argument(node: fx.Node, name: str) -> object:
+    """The value of the argument `name` of an OpOverload call (its default if not passed)."""
+    target = node.target
+    if not isinstance(target, torch._ops.OpOverload):
+        return None
+    for i, arg in enumerate(target._schema.arguments):
+        if arg.name != name:
+            continue
+        if name in node.kwargs:
+            return node.kwargs[name]
+        if not arg.kwarg_only and i < len(node.args):
+            return node.args[i]
+        return arg.default_value if arg.has_default_value() else None
+    return None
+
+
 def is_random(node: fx.Node) -> bool:
-    """An op whose result depends on the random generator: never run twice."""
-    return torch.Tag.nondeterministic_seeded in _op_tags(node)
+    """An op whose result depends on the random generator: never run twice.
+
+    NOTE: attention ops are tagged as seeded for their dropout; with `dropout_p` 0 (a
+    constant) they draw nothing and are as deterministic as a matmul.
+    """
+    if torch.Tag.nondeterministic_seeded not in _op_tags(node):
+        return False
+    target = node.target
+    assert isinstance(target, torch._ops.OpOverload)
+    names = {a.name for a in target._schema.arguments}
+    if "dropout_p" in names:
+        p = _argument(node, "dropout_p")
+        return not (isinstance(p, (int, float)) and p == 0)
+    return True
 
 
 def is_view(node: fx.Node) -> bool:
@@ -78,6 +106,43 @@ def is_view(node: fx.Node) -> bool:
         return True
     target = node.target
     return isinstance(target, torch._ops.OpOverload) and target.is_view
+
+
+# NOTE: ops whose result is the input itself when nothing needs converting, else a copy.
+_MAYBE_ALIAS = frozenset({"to", "contiguous", "reshape", "type_as"})
+
+
+def _returns_alias(node: fx.Node) -> bool:
+    """The node's (first) result is a view of its first argument's storage."""
+    target = node.target
+    if not isinstance(target, torch._ops.OpOverload) or not target.is_view:
+        return False
+    if target._schema.name.split("::")[-1] not in _MAYBE_ALIAS:
+        return True
+    out, base = example_value(node), node.args[0] if node.args else None
+    base_value = example_value(base) if isinstance(base, fx.Node) else None
+    if not isinstance(out, torch.Tensor) or not isinstance(base_value, torch.Tensor):
+        return False
+    return (out.dtype == base_value.dtype and out.device == base_value.device
+            and base_value.is_contiguous())
+
+
+def storage_root(node: fx.Node) -> fx.Node:
+    """The node whose storage `node`'s value lives in: through view ops (`view`, `t`,
+    `permute`, ...) and the elements of aliasing multi-output ops (`split`, `unbind`) to the
+    first node that allocates. Saving several views of one root keeps one storage alive.
+    """
+    while node.op == "call_function":
+        source: object = node
+        if node.target is operator.getitem:
+            source = node.args[0]
+        if not isinstance(source, fx.Node) or not _returns_alias(source) or not source.args:
+            break
+        base = source.args[0]
+        if not isinstance(base, fx.Node):
+            break
+        node = base
+    return node
 
 
 def is_pointwise(node: fx.Node) -> bool:

@@ -13,7 +13,7 @@ dropped (worst value per byte first) until the target holds, then added back whi
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 
 from torch import fx
 
@@ -33,17 +33,9 @@ from aotgrad.partition.mincut import (
     min_cut_saved_values,
 )
 from aotgrad.partition.options import PartitionConfig
+from aotgrad.partition.pareto import write_pareto_svg
+from aotgrad.partition.point import BudgetPoint
 from aotgrad.partition.split import Partition, activation_bytes, split
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class BudgetPoint:
-    """One solved budget: the saved activation bytes and the estimated recompute seconds."""
-
-    budget: float
-    target_bytes: float
-    saved_bytes: int
-    recompute_time: float
 
 
 class BudgetPlanner:
@@ -56,9 +48,17 @@ class BudgetPlanner:
         self._cuts: dict[frozenset[fx.Node], frozenset[fx.Node]] = {}
         self.candidates = self._find_candidates()
         self.max_saved = self.saved_with_kept(frozenset(self.candidates))
-        self.min_saved = self.saved_with_kept(frozenset())
         self.max_bytes = activation_bytes(self.max_saved)
-        self.min_bytes = min(activation_bytes(self.min_saved), self.max_bytes)
+
+    @functools.cached_property
+    def min_saved(self) -> frozenset[fx.Node]:
+        """The saved values of full recomputation (budget 0.0)."""
+        return self.saved_with_kept(frozenset())
+
+    @functools.cached_property
+    def min_bytes(self) -> int:
+        # NOTE: computed lazily: budget 1.0 (the default) needs one cut only.
+        return min(activation_bytes(self.min_saved), self.max_bytes)
 
     def runtime(self, node: fx.Node) -> float:
         if node not in self._runtime:
@@ -177,9 +177,7 @@ def memory_budget_partition(
     """Minimize estimated recompute runtime with saved activation bytes under the budget."""
     info = analyze(joint, num_fwd_outputs)
     planner = BudgetPlanner(info, get_estimator(config.estimator))
-    partition, _ = planner.point(config.activation_memory_budget, config.solver)
+    partition, chosen = planner.point(config.activation_memory_budget, config.solver)
     if config.pareto_svg is not None:
-        from aotgrad.partition.pareto import write_pareto_svg
-
-        write_pareto_svg(config.pareto_svg, planner.pareto(config.solver))
+        write_pareto_svg(config.pareto_svg, planner.pareto(config.solver), chosen=chosen)
     return partition.fw, partition.bw

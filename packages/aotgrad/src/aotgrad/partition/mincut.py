@@ -22,10 +22,12 @@ from aotgrad.partition.analysis import (
     analyze,
     example_value,
     is_cheap,
+    is_random,
     is_reduction,
     is_saveable,
     is_view,
     nodes_in,
+    storage_root,
     value_bytes,
 )
 from aotgrad.partition.options import PartitionConfig
@@ -39,7 +41,8 @@ def _capacity(node: fx.Node) -> int:
     # NOTE: primals are alive whether saved or not, so saving one is free. Every other value
     # costs twice its bytes plus one, which breaks ties toward saving primals and toward
     # fewer saved values without changing which byte total is smallest.
-    if node.op == "placeholder":
+    # A view of a primal (a weight's transpose) lives in the primal's storage: free too.
+    if storage_root(node).op == "placeholder":
         return 0
     return 2 * value_bytes(node) + 1
 
@@ -95,6 +98,17 @@ def min_cut_banned(info: JointInfo) -> Callable[[fx.Node], bool]:
     return banned
 
 
+def _runs_in_forward(info: JointInfo, node: fx.Node) -> bool:
+    """Whether the forward computes `node` whatever is saved: the forward outputs need it,
+    or it draws random numbers (which must happen once, in eager's order).
+
+    NOTE: a banned node only the backward needs (a scatter of the targets for nll_loss's
+    gradient, a matmul of two inputs) is not pinned: computing it in the backward is not
+    recomputation, it runs once either way, and saving its inputs may be far cheaper.
+    """
+    return node in info.required_fw or is_random(node)
+
+
 def min_cut_saved_values(info: JointInfo, banned: Callable[[fx.Node], bool]) -> set[fx.Node]:
     """Saved values of the minimum cut when the nodes for which `banned` holds must run in
     the forward (they are never recomputed)."""
@@ -111,7 +125,7 @@ def min_cut_saved_values(info: JointInfo, banned: Callable[[fx.Node], bool]) -> 
             flow.add_edge(node_in, node_out)  # no capacity attribute: infinite
         # NOTE: only primals and banned nodes are pinned to the source side: a node the
         # forward outputs need still runs in the forward, but the backward may recompute it.
-        if node.op == "placeholder" or banned(node):
+        if node.op == "placeholder" or (banned(node) and _runs_in_forward(info, node)):
             flow.add_edge(_SOURCE, node_in)
         for user in node.users:
             if user.op == "output":

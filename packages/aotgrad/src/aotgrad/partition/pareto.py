@@ -1,7 +1,8 @@
 """Write the Pareto curve of the memory-budget partitioner as a hand-written SVG.
 
 x: saved activation bytes, y: estimated recompute time; one point per budget (0 to 1 in
-steps of 0.05), labelled with its budget. No plotting library is needed.
+steps of 0.05), labelled with its budget; the budget a compile chose is marked (a ring and a
+caption naming its budget, saved bytes and recompute time). No plotting library is needed.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import pathlib
 from collections.abc import Sequence
 from xml.sax.saxutils import escape
 
-from aotgrad.partition.budget import BudgetPoint
+from aotgrad.partition.point import BudgetPoint
 
 _WIDTH = 640
 _HEIGHT = 420
@@ -38,9 +39,12 @@ def _fmt_time(t: float) -> str:
     return f"{t:.3g} s"
 
 
-def render_pareto_svg(points: Sequence[BudgetPoint], title: str = "memory budget") -> str:
-    xs = [float(p.saved_bytes) for p in points]
-    ys = [p.recompute_time for p in points]
+def render_pareto_svg(points: Sequence[BudgetPoint], title: str = "memory budget",
+                      chosen: BudgetPoint | None = None) -> str:
+    """The SVG text of the curve; `chosen` (one of the points or another) is marked."""
+    everything = [*points, chosen] if chosen is not None else list(points)
+    xs = [float(p.saved_bytes) for p in everything]
+    ys = [p.recompute_time for p in everything]
     x_lo, x_hi = (min(xs), max(xs)) if xs else (0.0, 1.0)
     y_lo, y_hi = (0.0, max(ys)) if ys else (0.0, 1.0)
     x_span = (x_hi - x_lo) or 1.0
@@ -101,14 +105,30 @@ def render_pareto_svg(points: Sequence[BudgetPoint], title: str = "memory budget
             lines.append(
                 f'<text x="{cx + 5:.1f}" y="{cy - 5:.1f}" font-size="9">{p.budget:.2f}</text>'
             )
+    if chosen is not None:
+        cx, cy = px(chosen.saved_bytes), py(chosen.recompute_time)
+        caption = (f"chosen: budget {chosen.budget:.2f}, {_fmt_bytes(chosen.saved_bytes)} saved, "
+                   f"{_fmt_time(chosen.recompute_time)} recompute")
+        lines.append(
+            f'<circle id="chosen" cx="{cx:.1f}" cy="{cy:.1f}" r="7" fill="none" '
+            f'stroke="#2ca02c" stroke-width="2.5" data-budget="{chosen.budget}" '
+            f'data-saved-bytes="{chosen.saved_bytes}" '
+            f'data-recompute-seconds="{chosen.recompute_time}"/>'
+        )
+        lines.append(
+            f'<text x="{_WIDTH - _MARGIN_RIGHT}" y="{_MARGIN_TOP - 6}" text-anchor="end" '
+            f'fill="#2ca02c">{escape(caption)}</text>'
+        )
     lines.append("</svg>")
     return "\n".join(lines) + "\n"
 
 
 def write_pareto_svg(
-    path: str | pathlib.Path, points: Sequence[BudgetPoint], title: str = "memory budget"
+    path: str | pathlib.Path, points: Sequence[BudgetPoint], title: str = "memory budget",
+    chosen: BudgetPoint | None = None,
 ) -> pathlib.Path:
+    """Write `render_pareto_svg(points, title, chosen)` to `path` (folders created)."""
     out = pathlib.Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_pareto_svg(points, title), encoding="utf-8")
+    out.write_text(render_pareto_svg(points, title, chosen), encoding="utf-8")
     return out

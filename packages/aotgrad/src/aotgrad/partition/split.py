@@ -14,7 +14,13 @@ from collections.abc import Iterable
 import torch
 from torch import fx
 
-from aotgrad.partition.analysis import JointInfo, is_saveable, nodes_in, value_bytes
+from aotgrad.partition.analysis import (
+    JointInfo,
+    is_saveable,
+    nodes_in,
+    storage_root,
+    value_bytes,
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -128,22 +134,18 @@ def split(info: JointInfo, saved_nodes: Iterable[fx.Node]) -> Partition:
 def saved_bytes(fw_graph: fx.GraphModule, num_fwd_outputs: int) -> int:
     """Bytes of the activations a forward graph saves for the backward.
 
-    Saved primals (graph inputs such as parameters) are alive anyway and cost nothing extra,
-    so only saved values the forward computes are counted, each once.
+    Counted as saved-tensor hooks count them: one storage once, however many saved values
+    view it; saved primals (graph inputs such as parameters) and views of them are alive
+    anyway and cost nothing extra.
     """
     outputs = [n for n in fw_graph.graph.nodes if n.op == "output"]
     flat = outputs[0].args[0]
     assert isinstance(flat, (tuple, list))
-    seen: set[fx.Node] = set()
-    total = 0
-    for value in flat[num_fwd_outputs:]:
-        if not isinstance(value, fx.Node) or value in seen or value.op == "placeholder":
-            continue
-        seen.add(value)
-        total += value_bytes(value)
-    return total
+    return activation_bytes(v for v in flat[num_fwd_outputs:] if isinstance(v, fx.Node))
 
 
 def activation_bytes(nodes: Iterable[fx.Node]) -> int:
-    """`saved_bytes` for a saved set given as joint-graph nodes."""
-    return sum(value_bytes(n) for n in set(nodes) if n.op != "placeholder")
+    """`saved_bytes` for a saved set given as graph nodes: the bytes of their distinct
+    storages (`storage_root`), primals' excluded."""
+    roots = {storage_root(n) for n in nodes}
+    return sum(value_bytes(r) for r in roots if r.op != "placeholder")
