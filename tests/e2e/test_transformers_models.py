@@ -91,3 +91,53 @@ def test_bert_inference_with_token_type_ids():
     types[:, SEQ // 2:] = 1
     check_inference(_bert(), {"input_ids": _ids(), "attention_mask": _mask(),
                               "token_type_ids": types}, "capture")
+
+
+def _t5(dropout: float = 0.0) -> torch.nn.Module:
+    config = transformers.T5Config(
+        vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2,
+        num_heads=4, dropout_rate=dropout, decoder_start_token_id=0, pad_token_id=0,
+    )
+    torch.manual_seed(0)
+    return transformers.T5ForConditionalGeneration(config)
+
+
+def _decoder_ids() -> torch.Tensor:
+    return torch.randint(1, VOCAB, (2, 5), generator=torch.Generator().manual_seed(2))
+
+
+# NOTE: T5 with its defaults: use_cache=True builds an EncoderDecoderCache whose
+# DynamicCaches deep-copy the config (`get_text_config`) and is returned in the output.
+@pytest.mark.parametrize("via", VIA)
+def test_t5_inference(via):
+    check_inference(_t5(), {"input_ids": _ids(), "decoder_input_ids": _decoder_ids()}, via)
+
+
+@pytest.mark.parametrize("via", VIA)
+def test_t5_training_step(via):
+    labels = _decoder_ids()
+    check_training_step(_t5(), {"input_ids": _ids(), "labels": labels}, _loss, via)
+
+
+def _ops(gm: torch.fx.GraphModule) -> int:
+    return sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+
+
+def test_t5_inference_captures_what_torch_compile_captures():
+    """No more graphs than torch.compile and at least 90% of its ops, counted in this run."""
+    kwargs = {"input_ids": _ids(), "decoder_input_ids": _decoder_ids()}
+    ours = check_inference(_t5(), kwargs, "capture", calls=1)
+    theirs: list[torch.fx.GraphModule] = []
+
+    def count(gm, example_inputs):
+        theirs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    model = _t5().eval()
+    with torch.no_grad():
+        torch.compile(model, backend=count)(**kwargs)
+    torch._dynamo.reset()
+    assert len(ours.graphs) <= len(theirs)
+    mine, total = sum(map(_ops, ours.graphs)), sum(map(_ops, theirs))
+    assert mine >= 0.9 * total, f"{mine} ops captured, torch.compile {total}"

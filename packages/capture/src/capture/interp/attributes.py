@@ -23,6 +23,7 @@ from guards.sources import (
 from capture import torch_ops
 from capture.graph_break import GraphBreakKind, unsupported
 from capture.interp import lookup_guards, tensor_facts
+from capture.interp.private_objects import PrivateObjectValue, private_attr, private_store
 from capture.output_graph import GuardKind
 from capture.values import (
     ConstantValue,
@@ -103,6 +104,11 @@ def _get_attr(tx: Translator, value: Value, name: str) -> Value:
         return MethodValue(value, ConstantValue(getattr(torch.Tensor, name)))
     if isinstance(value, ModuleValue):
         return _module_attr(tx, value, name)
+    if isinstance(value, PrivateObjectValue):
+        found = private_attr(tx, value, name)
+        if found is None:
+            raise AttrMissing(name)
+        return found
     if isinstance(value, ObjectValue):
         return _object_attr(tx, value, name)
     if isinstance(value, ConstantValue):
@@ -358,6 +364,9 @@ def _super_attr(tx: Translator, sv: SuperValue, name: str) -> Value:
 def store_attr(tx: Translator, owner: Value, name: str, value: Value) -> None:
     """`owner.name = value`."""
     output = tx.output
+    if isinstance(owner, PrivateObjectValue):
+        private_store(owner, name, value)
+        return
     cls_of_owner = owner.python_type() if isinstance(owner, (ObjectValue, ModuleValue)) else None
     if cls_of_owner is not None:
         descriptor = inspect.getattr_static(cls_of_owner, name, None)

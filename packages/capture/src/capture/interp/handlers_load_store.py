@@ -13,7 +13,7 @@ from capture.interp.attributes import AttrMissing, get_attr, store_attr
 from capture.interp.registry import handler
 from capture.interp.translator import Translator
 from capture.output_graph import GuardKind
-from capture.values import NULL, CellValue, ConstantValue, SuperValue
+from capture.values import NULL, CellValue, ConstantValue, SuperValue, Value
 from capture.values.wrap import wrap
 
 
@@ -228,10 +228,20 @@ def store_attr_handler(tx: Translator, ins: Instruction) -> None:
 
 @handler("DELETE_ATTR")
 def delete_attr(tx: Translator, ins: Instruction) -> None:
+    delete_attribute(tx, tx.pop(), str(ins.argval))
+
+
+def delete_attribute(tx: Translator, owner: Value, name: str) -> None:
+    """`del owner.name` (and `delattr(owner, name)`)."""
+    from capture.interp.private_objects import PrivateObjectValue
     from capture.values import ModuleValue, ObjectValue
 
-    owner = tx.pop()
-    name = str(ins.argval)
+    if isinstance(owner, PrivateObjectValue):
+        try:
+            delattr(owner.obj, name)
+        except AttributeError as error:
+            raise unsupported(GraphBreakKind.EXCEPTION, f"AttributeError: {error}") from None
+        return
     if isinstance(owner, ObjectValue) and owner.obj is None:
         if owner.attrs.pop(name, None) is None:
             raise unsupported(GraphBreakKind.EXCEPTION, f"AttributeError: {name!r}")
