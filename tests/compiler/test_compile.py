@@ -315,6 +315,8 @@ def test_public_surface():
         "assume_constant_result", "compile", "config", "disable", "disallow_in_graph",
         "explain", "graph_break", "is_compiling", "list_backends", "list_mode_options",
         "list_options", "lookup_backend", "register_backend", "reset", "substitute_in_graph",
+        "PrecompiledGuardError", "PrecompiledModule", "load_cache_artifacts", "load_precompiled",
+        "precompile", "save_cache_artifacts",
     ])
     for name in compiler.__all__:
         obj = getattr(compiler, name)

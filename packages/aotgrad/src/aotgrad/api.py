@@ -18,6 +18,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from aotgrad import cache as _cache
 from aotgrad import config as _config
+from aotgrad import disk as _disk
 from aotgrad.pipeline import PartitionFnLike, compile_inference, compile_training
 from aotgrad.runtime import Compiler, InferenceRunner, SavedBytesCounter, TrainingRunner
 from aotgrad.trace import AtenTracer, run_with_meta
@@ -248,6 +249,8 @@ class AotCompiled:
         shared_key = self._shared_key(leaves, training, key)
         if shared_key is not None:
             hit = _cache.lookup(shared_key)
+            if hit is None:
+                hit = _disk_lookup(shared_key, self, self._flat_fn(leaves, in_spec))
             if hit is not None:
                 runner, out_spec, flat_output = hit
                 if isinstance(runner, TrainingRunner):
@@ -257,6 +260,7 @@ class AotCompiled:
         flat_output = out_spec.type is tuple and all(c.is_leaf() for c in out_spec.children())
         if shared_key is not None:
             _cache.store(shared_key, (runner, out_spec, flat_output))
+            _disk_store(shared_key, self, (runner, out_spec, flat_output))
         return runner, out_spec, flat_output
 
     def _shared_key(self, leaves: list[Any], training: bool,
@@ -287,8 +291,8 @@ class AotCompiled:
         inputs = dict(zip(fn.swap_names, fn.swap_inputs))
         return _cache.graph_signature(fn.module, inputs)
 
-    def _compile_runner(self, leaves: list[Any], in_spec: Any, training: bool,
-                        ) -> tuple[Runner, Any]:
+    def _flat_fn(self, leaves: list[Any], in_spec: Any) -> Callable[..., Any]:
+        """The function of the tensor leaves that the compiled graphs compute."""
         positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
         constants = list(leaves)
         fn = self.fn
@@ -302,7 +306,12 @@ class AotCompiled:
 
         flat_fn.run_traced = (  # type: ignore[attr-defined]
             _traced_caller(fn, positions, constants, in_spec))
-        tensors = [leaves[i] for i in positions]
+        return flat_fn
+
+    def _compile_runner(self, leaves: list[Any], in_spec: Any, training: bool,
+                        ) -> tuple[Runner, Any]:
+        flat_fn = self._flat_fn(leaves, in_spec)
+        tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
         decomps = self.decompositions
         if decomps is None:
             decomps = _config.options.decompositions
@@ -311,6 +320,51 @@ class AotCompiled:
                                     self.partition_fn, decomps, self.saved_bytes,
                                     entry_grad_mode=torch.is_grad_enabled())
         return compile_inference(flat_fn, tensors, self.fw_compiler, decomps)
+
+
+def _disk_lookup(shared_key: tuple[Any, ...], compiled: AotCompiled,
+                 flat_fn: Callable[..., Any]) -> tuple[Runner, Any, bool] | None:
+    """The entry of `shared_key` on disk (`aotgrad.disk`), kept in the in-process cache."""
+    store = _cache.disk_store()
+    if store is None:
+        return None
+    try:
+        key = _disk.disk_key(shared_key)
+    except _cache.Uncacheable as exc:
+        _cache.stats().disk_uncacheable += 1
+        _disk.log.debug("compiled graph not cacheable on disk: %s", exc)
+        return None
+    data = store.get(key)
+    if data is None:
+        _cache.stats().disk_misses += 1
+        return None
+    try:
+        entry = _disk.load_entry(data, flat_fn, compiled.saved_bytes, compiled.fw_compiler,
+                                 compiled.bw_compiler)
+    except Exception as exc:  # noqa: BLE001 - an entry that cannot be used is a miss
+        _cache.stats().disk_errors += 1
+        store.discard(key, f"cannot be loaded ({type(exc).__name__}: {exc})")
+        return None
+    _cache.stats().disk_hits += 1
+    _cache.store(shared_key, entry)
+    return entry
+
+
+def _disk_store(shared_key: tuple[Any, ...], compiled: AotCompiled,
+                entry: tuple[Runner, Any, bool]) -> None:
+    """Write a fresh compile to disk, if a store is installed and the entry can be."""
+    store = _cache.disk_store()
+    if store is None:
+        return
+    try:
+        key = _disk.disk_key(shared_key)
+        data = _disk.save_entry(entry, compiled.fw_compiler, compiled.bw_compiler)
+    except _cache.Uncacheable as exc:
+        _cache.stats().disk_uncacheable += 1
+        _disk.log.debug("compiled graph not written to disk: %s", exc)
+        return
+    store.put(key, data)
+    _cache.stats().disk_stores += 1
 
 
 def _traced_caller(fn: Callable[..., Any], positions: list[int], constants: list[Any],

@@ -15,6 +15,7 @@ from aotgrad import config as _config
 from aotgrad.api import AotCompiled, LiftedModule
 from aotgrad.pipeline import PartitionFnLike
 from aotgrad.runtime import Compiler
+from aotgrad.serialize import GraphCode
 
 __all__ = ["aot_eager", "make_backend", "run_graph_as_is"]
 
@@ -79,6 +80,15 @@ class _GraphAsIs:
     def cache_key(self) -> tuple[()]:
         """No options: compiled graphs may be shared (`aotgrad.cache`)."""
         return ()
+
+    def save_compiled(self, compiled: Callable[..., Any], gm: fx.GraphModule) -> GraphCode:
+        """The on-disk form of a compiled graph (`aotgrad.disk`): the graph's code."""
+        del compiled
+        return GraphCode.of(gm)
+
+    def load_compiled(self, state: GraphCode) -> Callable[..., Any]:
+        """The graph's code, executed: what `save_compiled` saved, ready to run."""
+        return state.load()
 
 
 run_graph_as_is = _GraphAsIs()

@@ -20,6 +20,10 @@ The key is a sound description of everything the compile reads:
 - aotgrad's options, torch's version, the default dtype, autocast and deterministic modes.
 
 Only plain `fx.GraphModule`s are cached: a Python function or module may read any state.
+
+A package with a disk cache installs a `DiskStore` (`set_disk_store`): a compile this cache
+misses is then looked up on disk, and what is compiled is written there (`aotgrad.disk` owns
+the format and the on-disk key).
 """
 
 from __future__ import annotations
@@ -30,15 +34,15 @@ import hashlib
 import sys
 import types
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import fx
 
 from aotgrad import config as _config
 
-__all__ = ["CacheStats", "clear", "compiler_key", "context_key", "graph_signature", "lookup",
-           "stats", "store"]
+__all__ = ["CacheStats", "DiskStore", "clear", "compiler_key", "context_key", "disk_store",
+           "graph_signature", "lookup", "set_disk_store", "stats", "store"]
 
 MAX_ENTRIES = 512
 
@@ -51,13 +55,54 @@ class CacheStats:
     """Hits, misses and stores since the last `clear()`."""
 
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Every counter back to 0."""
         self.hits = 0
         self.misses = 0
         self.uncacheable = 0
+        #: On disk (`set_disk_store`): entries read back, not found, written, and entries
+        #: that were found but could not be used (discarded) or not written (why: `log`).
+        self.disk_hits = 0
+        self.disk_misses = 0
+        self.disk_stores = 0
+        self.disk_errors = 0
+        self.disk_uncacheable = 0
 
     def __repr__(self) -> str:
         return (f"CacheStats(hits={self.hits}, misses={self.misses}, "
-                f"uncacheable={self.uncacheable})")
+                f"uncacheable={self.uncacheable}, disk_hits={self.disk_hits}, "
+                f"disk_misses={self.disk_misses}, disk_stores={self.disk_stores}, "
+                f"disk_errors={self.disk_errors}, disk_uncacheable={self.disk_uncacheable})")
+
+
+class DiskStore(Protocol):
+    """Where compiled entries persist: bytes under a text key (a sha256 hex digest)."""
+
+    def get(self, key: str) -> bytes | None:
+        """The verified bytes stored under `key`, or None."""
+
+    def put(self, key: str, data: bytes) -> None:
+        """Store `data` under `key` (errors are the store's to handle: never raise)."""
+
+    def discard(self, key: str, reason: str) -> None:
+        """Remove the entry under `key`: it could not be used (`reason`)."""
+
+
+_disk: list[DiskStore] = []
+
+
+def set_disk_store(store: DiskStore | None) -> None:
+    """Install `store` as the on-disk layer of this cache (None: no disk layer)."""
+    _disk.clear()
+    if store is not None:
+        _disk.append(store)
+
+
+def disk_store() -> DiskStore | None:
+    """The installed on-disk layer, if any."""
+    return _disk[0] if _disk else None
 
 
 _entries: collections.OrderedDict[Any, Any] = collections.OrderedDict()
@@ -67,7 +112,7 @@ _stats = CacheStats()
 def clear() -> None:
     """Drop every cached compile (and reset the statistics)."""
     _entries.clear()
-    _stats.hits = _stats.misses = _stats.uncacheable = 0
+    _stats.reset()
 
 
 def stats() -> CacheStats:
@@ -241,6 +286,9 @@ def compiler_key(compiler: Callable[..., Any]) -> tuple[Any, ...]:
 def decompositions_key(decompositions: Any) -> Any:
     if decompositions is None or isinstance(decompositions, str):
         return decompositions
+    if callable(getattr(decompositions, "cache_key", None)):
+        # NOTE: a named table (inductor's) is described without building it.
+        return (type(decompositions), decompositions.cache_key())
     return tuple(decompositions.items())
 
 

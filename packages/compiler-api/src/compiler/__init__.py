@@ -23,6 +23,12 @@ from compiler.explain import GraphBreakInfo as GraphBreakInfo
 from compiler.explain import explain as explain
 from compiler.options import list_mode_options as list_mode_options
 from compiler.options import list_options as list_options
+from compiler.precompile import PrecompiledGuardError as PrecompiledGuardError
+from compiler.precompile import PrecompiledModule as PrecompiledModule
+from compiler.precompile import load_cache_artifacts as load_cache_artifacts
+from compiler.precompile import load_precompiled as load_precompiled
+from compiler.precompile import precompile as precompile
+from compiler.precompile import save_cache_artifacts as save_cache_artifacts
 from compiler.tracing import allow_in_graph as allow_in_graph
 from compiler.tracing import assume_constant_result as assume_constant_result
 from compiler.tracing import disallow_in_graph as disallow_in_graph
@@ -35,6 +41,8 @@ __all__ = [
     "Backend",
     "ExplainOutput",
     "GraphBreakInfo",
+    "PrecompiledGuardError",
+    "PrecompiledModule",
     "__version__",
     "allow_in_graph",
     "assume_constant_result",
@@ -48,8 +56,12 @@ __all__ = [
     "list_backends",
     "list_mode_options",
     "list_options",
+    "load_cache_artifacts",
+    "load_precompiled",
     "lookup_backend",
+    "precompile",
     "register_backend",
     "reset",
+    "save_cache_artifacts",
     "substitute_in_graph",
 ]

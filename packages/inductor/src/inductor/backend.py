@@ -17,6 +17,7 @@ from aotgrad import config as aotgrad_config
 from inductor import config
 from inductor.decompositions import decomposition_table
 from inductor.pipeline import compile_aten
+from inductor.runtime import graph_cache
 
 Backend = Callable[[torch.fx.GraphModule, list[Any]], Callable[..., Any]]
 
@@ -76,6 +77,14 @@ class InductorCompiler:
         with config.patch(self.values):
             return config.codegen_key()
 
+    def save_compiled(self, compiled: Any, gm: torch.fx.GraphModule) -> Any:
+        """The on-disk form of a graph this compiled (`runtime/graph_cache.py`)."""
+        return graph_cache.save_compiled(compiled, gm)
+
+    def load_compiled(self, state: Any) -> Any:
+        """The compiled graph `save_compiled` described, without compiling."""
+        return graph_cache.load_compiled(state)
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, InductorCompiler) and other._frozen == self._frozen
 
@@ -116,6 +125,7 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: list[Any],
 
 
 _cached: list[Backend] = []
+graph_cache.install()  # NOTE: compiled graphs persist on disk (warm starts)
 
 
 def _default() -> Backend:
