@@ -95,9 +95,10 @@ run_graph_as_is = _GraphAsIs()
 
 
 # NOTE: like torch's aot_eager, no decompositions: the ATen graphs keep the ops (and the
-# numerics) that eager runs.
+# numerics) that eager runs. The partitioner is the options' (`partition_fn=None`): by
+# default memory_budget under `activation_memory_budget`, as for inductor.
 _aot_eager_default: Backend = make_backend(run_graph_as_is, run_graph_as_is,
-                                           partition_fn="default", decompositions="none")
+                                           partition_fn=None, decompositions="none")
 
 
 def aot_eager(gm: fx.GraphModule, example_inputs: list[Any],
@@ -105,13 +106,12 @@ def aot_eager(gm: fx.GraphModule, example_inputs: list[Any],
     """The `aot_eager` backend: ATen graphs (forward and backward) run as they are.
 
     `options`: aotgrad option values for this graph's compiles (`compiler.compile(...,
-    options=...)` passes them), e.g. `{"partitioner": "min_cut"}`.
+    options=...)` passes them), e.g. `{"activation_memory_budget": 0.5}` or
+    `{"partitioner": "default"}`; options not given take the values in effect
+    (`aotgrad.config.options`) when the graph compiles.
     """
     if not options:
         return _aot_eager_default(gm, example_inputs)
-    _config.replace(options)  # checks names and types (the partitioner's too)
-    values = dict(options)
-    partitioner = str(values.pop("partitioner", "default"))
-    backend = make_backend(run_graph_as_is, run_graph_as_is, partition_fn=partitioner,
-                           decompositions="none", options=values)
+    backend = make_backend(run_graph_as_is, run_graph_as_is, partition_fn=None,
+                           decompositions="none", options=options)
     return backend(gm, example_inputs)

@@ -104,9 +104,10 @@ def make_inductor(options: Mapping[str, Any] | None = None,
     from aotgrad import make_backend
 
     inductor_values, aotgrad_values = _split(resolve_options(options, mode))
-    partitioner = str(aotgrad_values.pop("partitioner", "min_cut"))
     compiler = InductorCompiler(inductor_values)
-    return make_backend(compiler, compiler, partition_fn=partitioner,
+    # NOTE: the partitioner and its options (activation_memory_budget, ...) are aotgrad's,
+    # read when a graph compiles: the compile call's values, else those in effect.
+    return make_backend(compiler, compiler, partition_fn=None,
                         decompositions=decomposition_table(), options=aotgrad_values)
 
 
