@@ -363,3 +363,19 @@ def test_fullgraph_still_raises_at_the_first_break():
     compiled = capture.optimize(print_in_the_middle, backend=CountingBackend(), fullgraph=True)
     with pytest.raises(Exception, match="print"):
         compiled(t(3))
+
+
+DISPATCH = {int: 2.0, float: 3.0}
+
+
+def reads_a_type_keyed_dict(x):
+    table = DISPATCH
+    get = table.get
+    return x * get(int, 0.0) + get(str, 1.0)
+
+
+def test_c_method_of_a_type_keyed_global_dict_compiles_once():
+    # NOTE: reading `table.get` once made a new bound method whose identity was guarded,
+    # so every call recompiled.
+    backend = run_both(reads_a_type_keyed_dict, [(t(3),), (t(3, seed=1),), (t(3),)])
+    assert backend.frame_count <= 1

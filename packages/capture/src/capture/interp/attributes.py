@@ -324,7 +324,10 @@ def _object_attr(tx: Translator, ov: ObjectValue, name: str) -> Value:
         if name in klass.__dict__:
             static = klass.__dict__[name]
             break
-    if isinstance(static, (types.FunctionType, staticmethod, classmethod, property)):
+    if isinstance(static, (types.FunctionType, staticmethod, classmethod, property,
+                           types.MethodDescriptorType, types.WrapperDescriptorType)):
+        # NOTE: a C method too: reading it for real makes a new bound method each time,
+        # which an identity guard would never match again.
         found = _class_attr(tx, ov, type(obj), name)
         assert found is not None
         return found
