@@ -315,6 +315,7 @@ def test_public_surface():
         "assume_constant_result", "compile", "config", "disable", "disallow_in_graph",
         "explain", "graph_break", "is_compiling", "list_backends", "list_mode_options",
         "list_options", "lookup_backend", "register_backend", "reset", "substitute_in_graph",
+        "mark_dynamic", "mark_static", "maybe_mark_dynamic",
         "PrecompiledGuardError", "PrecompiledModule", "load_cache_artifacts", "load_precompiled",
         "precompile", "save_cache_artifacts",
     ])

@@ -10,7 +10,7 @@ import pytest
 
 MODULES = [
     "compiler.api", "compiler.backends", "compiler.options", "compiler.config", "compiler.explain",
-    "compiler.tracing", "compiler.precompile",
+    "compiler.tracing", "compiler.precompile", "compiler.dynamic",
 ]
 
 

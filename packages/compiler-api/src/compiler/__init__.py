@@ -18,6 +18,9 @@ from compiler.backends import list_backends as list_backends
 from compiler.backends import lookup_backend as lookup_backend
 from compiler.backends import register_backend as register_backend
 from compiler.config import config as config
+from compiler.dynamic import mark_dynamic as mark_dynamic
+from compiler.dynamic import mark_static as mark_static
+from compiler.dynamic import maybe_mark_dynamic as maybe_mark_dynamic
 from compiler.explain import ExplainOutput as ExplainOutput
 from compiler.explain import GraphBreakInfo as GraphBreakInfo
 from compiler.explain import explain as explain
@@ -59,6 +62,9 @@ __all__ = [
     "load_cache_artifacts",
     "load_precompiled",
     "lookup_backend",
+    "mark_dynamic",
+    "mark_static",
+    "maybe_mark_dynamic",
     "precompile",
     "register_backend",
     "reset",

@@ -81,9 +81,13 @@ def compile(
         fullgraph: If True, any construct that cannot be captured into the graph raises
             `capture.Unsupported` naming it and the user's file and line. If False, such a
             frame runs eagerly instead (the reason is logged).
-        dynamic: Shape specialization, as in `torch.compile`: None (default) or False
-            specialize on the shapes seen and recompile on new ones; True asks for dynamic
-            shapes (currently treated as static by capture).
+        dynamic: Shape specialization, as in `torch.compile`. None (default): the first
+            compile specializes on the sizes seen; when a call with another size (or
+            another value of an int argument) recompiles, exactly that dimension (or int)
+            becomes symbolic, so sizes that keep changing compile twice, not once each.
+            True: every input size is symbolic from the first compile. False: static
+            shapes, a recompile per new size (only `mark_dynamic` dimensions are
+            symbolic). Sizes 0 and 1, and parameters and buffers of modules, stay static.
         backend: A registered backend name (see `list_backends()`; default `"inductor"`) or
             a callable `backend(gm, example_inputs) -> compiled callable`.
         mode: A mode name (see `list_mode_options()`): `"default"`, `"reduce-overhead"`,
