@@ -68,7 +68,7 @@ class Attention(nn.Module):
         k = k.view(b, s, h, d // h).transpose(1, 2)
         v = v.view(b, s, h, d // h).transpose(1, 2)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // h))
-        mask = torch.ones(s, s, dtype=torch.bool).tril()
+        mask = torch.ones(s, s, dtype=torch.bool, device=x.device).tril()
         att = att.masked_fill(~mask, float("-inf")).softmax(-1)
         y = (att @ v).transpose(1, 2).reshape(b, s, d)
         x = x + self.proj(y)
@@ -168,14 +168,24 @@ MODELS: dict[str, Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]] = {
 # -- measurement --------------------------------------------------------------------------
 
 
+DEVICE = "cpu"  # `--device cuda`: models, inputs and timings on the GPU
+
+
+def _sync() -> None:
+    if DEVICE != "cpu":
+        torch.cuda.synchronize()
+
+
 def _median_time(fn: Callable[[], Any], budget: float = 1.0, min_iters: int = 5) -> float:
     for _ in range(2):
         fn()
+    _sync()
     times: list[float] = []
     start = time.perf_counter()
     while len(times) < min_iters or time.perf_counter() - start < budget:
         t0 = time.perf_counter()
         fn()
+        _sync()
         times.append(time.perf_counter() - t0)
         if len(times) >= 200:
             break
@@ -319,6 +329,12 @@ def _clear_ours(memory: bool) -> None:
         else:
             aotgrad_cache.clear()
         clear_memory_cache()
+        try:
+            from inductor.runtime.triton_launch import clear_launchers
+        except ImportError:  # NOTE: an inductor without the Triton target (A/B runs)
+            pass
+        else:
+            clear_launchers()
     try:
         import capture
 
@@ -349,6 +365,8 @@ class Row:
 def bench_model(name: str, train: bool, use_torch: bool) -> Row:
     torch.manual_seed(0)
     model, inputs = MODELS[name]()
+    model = model.to(DEVICE)
+    inputs = tuple(t.to(DEVICE) if isinstance(t, torch.Tensor) else t for t in inputs)
     model.train(False)
     params = [p for p in model.parameters() if p.requires_grad] if train else []
     if not train:
@@ -362,6 +380,7 @@ def bench_model(name: str, train: bool, use_torch: bool) -> Row:
     ours_model = _ours(model, path)
     ours_step = _step(ours_model, params, inputs, train)
     got = ours_step()
+    _sync()
     ours_cold = time.perf_counter() - t0
     ours_ok = _close(got, expected, 2e-3)
     ours_pair = _paired_times(eager, ours_step)
@@ -401,6 +420,7 @@ def _bench_torch(model: nn.Module, params: list[torch.nn.Parameter], inputs: tup
     tc = torch.compile(model, backend="inductor")
     tc_step = _step(tc, params, inputs, train)
     got_t = tc_step()
+    _sync()
     cold = time.perf_counter() - t0
     ok = _close(got_t, expected, 2e-3)
     tc_pair = _paired_times(eager, tc_step)
@@ -422,11 +442,14 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--models", default="")
     ap.add_argument("--no-train", action="store_true")
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
     args = ap.parse_args(argv)
+    global DEVICE
+    DEVICE = args.device
     names = [n for n in (args.models.split(",") if args.models else MODELS) if n]
     rows: list[Row] = []
     modes = [False] if args.no_train else [False, True]
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, caches {_CACHE_ROOT}")
+    print(f"device {DEVICE}, torch {torch.__version__}, threads {torch.get_num_threads()}, caches {_CACHE_ROOT}")
     header = (f"{'model':<15}{'mode':<6}{'path':<11}{'eager ms':>9}{'ours x':>8}"
               f"{'ours q1-q3':>12}{'torch x':>8}"
               f"{'ok':>6}{'cold s':>8}{'warm s':>8}{'disk s':>8}{'tc cold':>8}{'tc warm':>8}")

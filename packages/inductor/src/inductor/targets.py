@@ -150,7 +150,6 @@ def target_for(device: torch.device) -> Target:
             return CppTarget()
         if backend == "triton":
             _need_triton("options={'cpu_backend': 'triton'}")
-            config.use_triton_interpreter()
             return TritonTarget(interpret=True)
         raise ValueError(f"inductor: unknown cpu_backend {backend!r}; one of 'cpp', 'triton'")
     if device.type == "cuda":

@@ -300,8 +300,10 @@ class TritonGen:
             e = self._sub(a[1], subs)
             level = _max_level(self._level(e), "x")
             fn = "tl.randn" if a[2] else "tl.rand"
-            off = f"({self.texpr(e)} + {self._zero(level)})"
-            text = f"{fn}({seed}, {off}.to(tl.int64))"
+            const, rest = e.as_coeff_Add()
+            # NOTE: the op's stream number sits in the high bits: int64 past the int32 index
+            off = f"({self.texpr(rest)} + {self._zero(level)}).to(tl.int64) + {int(const)}"
+            text = f"{fn}({seed}, {off})"
         else:
             args = [self._ref(refs, x) for x in a]
             level = _max_level(*(lv for _, lv in args))

@@ -74,12 +74,14 @@ class Launcher:
             try:
                 best = tuple(json.loads(best_path.read_text()))
                 if best in kernel.configs:
-                    self.config = best  # type: ignore[assignment]
+                    self.config = best
             except (OSError, ValueError):
                 self.config = None
         self.grid: tuple[int, ...] = ()
         self.compiled: Any = None
         self.align: tuple[bool, ...] = ()
+        self.extra: tuple[int, ...] = ()
+        self.fast = True  # NOTE: off once a compiled kernel refused our arguments
 
     def _grid(self, cfg: tuple[int, int, int]) -> tuple[int, ...]:
         k = self.kernel
@@ -97,16 +99,28 @@ class Launcher:
 
     def __call__(self, *args: Any) -> None:
         if self.compiled is not None and self._alignment(args) == self.align:
-            self.compiled[self.grid](*args)
-            return
+            try:
+                self.compiled[self.grid](*args, *self.extra)
+                return
+            except TypeError:
+                # NOTE: Triton versions differ in whether a compiled kernel takes its
+                # constexpr arguments; the count is checked before anything launches
+                if not self.extra:
+                    self.compiled = None
+                    self.fast = False
+                else:
+                    self.extra = ()
+                    self.compiled[self.grid](*args)
+                    return
         if self.config is None:
             self.config = self._tune(args)
         compiled = self._run(self.config, args)
-        if self.compiled is None and not self.kernel.interpret and hasattr(compiled,
-                                                                           "__getitem__"):
+        if (self.compiled is None and self.fast and not self.kernel.interpret
+                and hasattr(compiled, "__getitem__")):
             self.compiled = compiled
             self.grid = self._grid(self.config) + (1, 1)
             self.align = self._alignment(args)
+            self.extra = self.config[:2]
 
     def _tune(self, args: Sequence[Any]) -> tuple[int, int, int]:
         k = self.kernel
@@ -118,8 +132,8 @@ class Launcher:
         for cfg in configs:
             try:
                 self._run(cfg, args)  # compile and warm up
-                start = torch.cuda.Event(enable_timing=True)
-                end = torch.cuda.Event(enable_timing=True)
+                start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+                end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
                 start.record()
                 for _ in range(5):
                     self._run(cfg, args)

@@ -22,8 +22,8 @@ def _data(v: Any) -> Any:
 
 
 def _wrap(like: Any, data: Any, dtype: Any = None) -> Any:
-    import triton.language as tl
-    from triton.runtime.interpreter import TensorHandle
+    import triton.language as tl  # type: ignore[import-untyped]  # NOTE: no type hints
+    from triton.runtime.interpreter import TensorHandle  # type: ignore[import-untyped]
 
     ty = like.type if dtype is None else (
         tl.block_type(dtype, list(like.type.shape)) if like.type.is_block() else dtype)
@@ -47,7 +47,7 @@ def _binary(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> Callabl
         dt = _data(like).dtype
         ta = torch.from_numpy(np.ascontiguousarray(np.asarray(_data(a), dtype=dt)))
         tb = torch.from_numpy(np.ascontiguousarray(np.asarray(_data(b), dtype=dt)))
-        ta, tb = torch.broadcast_tensors(ta, tb)
+        ta, tb = torch.broadcast_tensors(ta, tb)  # type: ignore[no-untyped-call]
         out = fn(ta, tb).numpy()
         if hasattr(like, "type") and like.type.is_block() and out.shape != _data(like).shape:
             like = a if _data(a).shape == out.shape else b
@@ -108,7 +108,7 @@ def interpret_triton_library() -> None:
     import sys
 
     from triton.runtime.interpreter import InterpretedFunction
-    from triton.runtime.jit import JITFunction
+    from triton.runtime.jit import JITFunction  # type: ignore[import-untyped]
 
     for name, module in list(sys.modules.items()):
         if not name.startswith("triton.language") or module is None:
