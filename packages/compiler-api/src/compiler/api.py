@@ -98,7 +98,14 @@ def compile(
             `{"fusion": False, "cache_size_limit": 16, "suppress_errors": True}`. Capture's
             and guards' options apply to the compiled wrapper; the others (aotgrad's,
             inductor's) are passed to the backend as `backend(gm, example_inputs,
-            options=...)`. Not together with `mode`.
+            options=...)`. Not together with `mode`. Training memory, on `aot_eager` and
+            `inductor` alike: `activation_memory_budget` (in [0, 1]; 1.0, the default,
+            saves what the min-cut partitioner saves, 0.0 recomputes everything
+            recomputable from inputs and parameters, b in between saves at most b times
+            budget 1.0's bytes, recomputing what is cheapest per byte), `solver` ("dp",
+            "greedy", "ilp"), `estimator` ("flops", "profile", "testing") and `pareto_svg`
+            (a path: the curve of saved bytes against estimated recompute time, the
+            chosen point marked).
         disable: If True, return `model` unchanged (a no-op, for quick A/B runs).
 
     Returns:

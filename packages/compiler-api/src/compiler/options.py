@@ -41,6 +41,17 @@ def list_options() -> dict[str, str]:
         `compiler.compile(..., options={name: value})` (for that compiled function only) or
         changed for a block with `compiler.config.patch(name=value)`; a name only one
         package declares may be given without its package.
+
+        Activation memory of training graphs (aot_eager and inductor): `compile(model,
+        options={"activation_memory_budget": 0.5})` saves at most half the activation
+        bytes of budget 1.0 (the default, min-cut) and recomputes the rest in the backward,
+        cheapest recompute time per byte first (`solver`: dp, greedy or ilp; `estimator`:
+        flops, profile or testing); `"pareto_svg": path` writes the memory/recompute
+        curve with the chosen point marked. A budget outside [0, 1] or an unknown solver
+        or estimator is a ValueError at `compile`.
+
+        >>> opts["aotgrad.activation_memory_budget"].startswith("fraction in [0, 1]")
+        True
     """
     return config.list_options()
 
