@@ -38,10 +38,12 @@ from capture.values import (
     ConstantValue,
     ContextValue,
     DictIteratorValue,
+    FunctionValue,
     IteratorValue,
     LazyIteratorValue,
     MethodValue,
     ModuleValue,
+    TensorValue,
     TupleValue,
     Value,
 )
@@ -106,6 +108,14 @@ class GradModeExit:
         torch._C._set_grad_enabled(self.prev)
 
 
+def make_function(code: types.CodeType, f_globals: dict[str, object],
+                  defaults: tuple[object, ...]) -> types.FunctionType:
+    """A function made by a frame (no closure, no keyword defaults), for a resume function."""
+    fn = types.FunctionType(code, f_globals, code.co_name, defaults or None)
+    fn.__qualname__ = code.co_qualname
+    return fn
+
+
 def exit_blocks(error: BaseException, *exits: Callable[..., object]) -> BaseException:
     """Leave the re-entered `with` blocks (innermost first) as `error` propagates."""
     for exit_fn in reversed(exits):
@@ -141,6 +151,7 @@ def emit_break(
     With `compile_callee`, a Python function called there runs through the compiled
     wrapper it returns, so its own frame is captured (graph breaks and all)."""
     ins = tx.instructions[tx.ip]
+    _check_hooks(tx)
     callee = _callee_slot(tx, ins) if compile_callee is not None else None
     stack_temps: list[str | None] = []
     iter_slots: set[int] = set()
@@ -227,6 +238,24 @@ def emit_break(
 
 
 _temp_ids = itertools.count()
+
+
+def _check_hooks(tx: Translator) -> None:
+    """A break to call `t.register_hook(fn)` for real: `t`'s whole gradient must reach the
+    hook, so the graph before the break may not have used `t` (a backend that compiles the
+    graph's backward as one function would pass those parts of the gradient past it)."""
+    for value in tx.stack:
+        if (
+            isinstance(value, MethodValue)
+            and isinstance(value.func, ConstantValue)
+            and value.func.value is torch.Tensor.register_hook
+            and isinstance(value.self_value, TensorValue)
+            and value.self_value.node.users
+        ):
+            raise Unsupported(
+                GraphBreakKind.UNSUPPORTED_CALL,
+                "register_hook on a tensor the graph already used",
+            )
 
 
 def _leave_grad_blocks(tx: Translator, grad_modes: dict[int, bool | None]) -> dict[int, str]:
@@ -324,7 +353,24 @@ def _keep(cg: codegen.CodeBuilder, value: Value) -> str | None:
     """Rebuild `value` into a fresh local (None for the NULL of a call)."""
     if value is NULL:
         return None
-    cg.reconstruct(value)
+    if isinstance(value, MethodValue) and value.source is None:
+        # NOTE: a method loaded for the call (`y.register_hook` of a graph output).
+        cg.load_callable(types.MethodType)
+        cg.reconstruct(value.func)
+        cg.reconstruct(value.self_value)
+        cg.call_function(2)
+    elif isinstance(value, FunctionValue) and not value.closure and not value.kwdefaults:
+        # NOTE: a function made in the frame (`y.register_hook(lambda g: g * 3)`): made
+        # again, as eager makes it on every call.
+        cg.load_callable(make_function)
+        cg.load_object(value.code)
+        cg.load_object(value.globals)
+        for default in value.defaults:
+            cg.reconstruct(default)
+        cg.build_tuple(len(value.defaults))
+        cg.call_function(3)
+    else:
+        cg.reconstruct(value)
     temp = _new_temp(cg)
     cg.store_fast(temp)
     return temp
