@@ -21,7 +21,7 @@ timings are noisy.
 
 Usage: python tools/bench/memory_budget.py [--models gpt2-sdpa,gpt2-eager,vit,mlp,cnn]
            [--backends aot_eager,inductor] [--budgets 1.0,0.75,0.5,0.25,0.0] [--repeat N]
-           [--svg-dir DIR] [--no-torch]
+           [--svg-dir DIR] [--svg-budgets 0.5,0.25] [--no-torch]
 """
 
 from __future__ import annotations
@@ -261,14 +261,15 @@ def theirs(work: Workload, backend: str, budget: float) -> tuple[Any, Step]:
 
 
 def measure(work: Workload, backend: str, budgets: Sequence[float], eager: Step,
-            repeat: int, svg_dir: pathlib.Path | None, with_torch: bool) -> list[Row]:
+            repeat: int, svg_dir: pathlib.Path | None, svg_budgets: Sequence[float],
+            with_torch: bool) -> list[Row]:
     import compiler
 
     rows: list[Row] = []
     for budget in budgets:
         compiler.reset()
         svg = None
-        if svg_dir is not None:
+        if svg_dir is not None and budget in svg_budgets:
             svg = svg_dir / f"memory_budget_{work.name}_{backend}_{budget:.2f}.svg"
             svg.unlink(missing_ok=True)
         with frozen_buffers(work.model):
@@ -352,6 +353,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=5, help="timed steps per compile")
     parser.add_argument("--svg-dir", default=str(ROOT / "out"),
                         help="where our compiles write their Pareto SVGs ('' for none)")
+    # NOTE: a Pareto plot solves 21 budgets (a min cut or more each): tens of seconds for
+    # GPT-2 on a busy CPU, so by default only two budgets' compiles draw one.
+    parser.add_argument("--svg-budgets", default="0.5,0.25",
+                        help="the budgets whose compiles write a Pareto SVG")
     parser.add_argument("--no-torch", action="store_true", help="skip torch.compile")
     return parser.parse_args(argv)
 
@@ -400,6 +405,7 @@ def _main(argv: list[str]) -> int:
             eager = train_step(work.loss, work)
         for backend in args.backends.split(","):
             rows += measure(work, backend, budgets, eager, args.repeat, svg_dir,
+                            [float(b) for b in args.svg_budgets.split(",") if b],
                             not args.no_torch)
     print()
     results = checks(rows)

@@ -143,11 +143,18 @@ class BudgetPlanner:
         # real saved bytes: drop the least valuable per byte until the target holds...
         while kept and activation_bytes(self.saved_with_kept(frozenset(kept))) > target:
             kept.remove(min(kept, key=density))
-        # ...then add back what still fits, most valuable per byte first.
+        # ...then add back what still fits, most valuable per byte first. NOTE: only items
+        # no heavier than the room left are tried (each try is a min cut: trying them all
+        # made a GPT-2 compile with a Pareto plot take minutes).
+        room = target - activation_bytes(self.saved_with_kept(frozenset(kept)))
         for node in sorted(set(items) - kept, key=density, reverse=True):
+            if weights[items.index(node)] > room:
+                continue
             trial = frozenset(kept | {node})
-            if activation_bytes(self.saved_with_kept(trial)) <= target:
+            trial_bytes = activation_bytes(self.saved_with_kept(trial))
+            if trial_bytes <= target:
                 kept.add(node)
+                room = target - trial_bytes
         saved = self.saved_with_kept(frozenset(kept))
         if activation_bytes(saved) > target:
             return self.min_saved
