@@ -178,28 +178,28 @@ KNOWN_BUGS = {
         _program("x.t_()", "return (x + 1)"),
         ("aot_eager", "inductor"),
     ),
-    "F4 set_grad_enabled(True) under no_grad: outputs lose requires_grad (non-leaf input)": (
+    "F4 set_grad_enabled(True) under no_grad: outputs keep requires_grad, non-leaf input (fixed)": (
         _program("torch.set_grad_enabled(True)", "LOG.append(x.sum())", "return (x * 2)",
                  grad=False, grad_mode="nonleaf"),
-        ("aot_eager", "inductor"),
+        (),
     ),
-    "F4b enable_grad() under no_grad: a tensor stored on an object loses requires_grad": (
+    "F4b enable_grad() under no_grad: a tensor stored on an object requires grad (fixed)": (
         _program("with torch.enable_grad():", "    obj.w = (y - y.amax())", "return y",
                  grad=False, grad_mode="nonleaf"),
-        ("aot_eager", "inductor"),
+        (),
     ),
     "F6 in-place op on a non-leaf input saved for backward fails the forward call": (
         _program("D['a'] = ((y @ x) * 0.25)", "x.clamp_(-1.0, 1.0)", "return x",
                  grad_mode="nonleaf"),
         ("aot_eager", "inductor"),
     ),
-    "F7 an input only a stored-aside value depends on gets a zero grad, not None": (
+    "F7 an input only a stored-aside value depends on gets None as its grad (fixed)": (
         _program("LOG.append(torch.maximum(x, y))", "return (y * 2)", grad_mode="leaf"),
-        ("aot_eager", "inductor"),
+        (),
     ),
-    "F8 y.detach() stored under no_grad requires grad": (
+    "F8 y.detach() stored under no_grad does not require grad (fixed)": (
         _program("obj.w = y.detach()", "return (y * 2)", grad=False, grad_mode="leaf"),
-        ("inductor",),
+        (),
     ),
     "F9 callable() of an object created in the function is its class's answer (fixed)": (
         _program("p = Obj(0.5)", "t1 = (x + 1.0) if callable(p) else (x - 1.0)", "return t1"),

@@ -100,7 +100,13 @@ def fresh_primals(fake_mode: FakeTensorMode, values: Sequence[object],
                 continue
             leaf = fake.requires_grad_(True)
             leaves.append(leaf)
-            args.append(leaf if value.is_leaf else leaf.clone())
+            if value.is_leaf:
+                args.append(leaf)
+                continue
+            # NOTE: not in the caller's grad mode: a graph that turns grad mode on itself
+            # (called under no_grad) must still get a non-leaf input with a history.
+            with torch.enable_grad():
+                args.append(leaf.clone())
     return args, leaves
 
 

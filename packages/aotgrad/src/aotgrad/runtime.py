@@ -127,6 +127,32 @@ def _static_bytes(examples: Sequence[Any]) -> int | None:
     return total
 
 
+def tangents_reaching_inputs(fw_gm: fx.GraphModule,
+                             tangent_outputs: Sequence[int]) -> list[frozenset[int]]:
+    """Per placeholder of the compiled forward `fw_gm`: the positions (in `tangent_outputs`,
+    indices of `fw_gm`'s outputs) of the tangent outputs computed from it."""
+    placeholders = [n for n in fw_gm.graph.nodes if n.op == "placeholder"]
+    output = next(n for n in fw_gm.graph.nodes if n.op == "output")
+    values = output.args[0]
+    flat = list(values) if isinstance(values, (tuple, list)) else [values]
+    reach: dict[fx.Node, set[int]] = {p: set() for p in placeholders}
+    for k, index in enumerate(tangent_outputs):
+        start = flat[index] if index < len(flat) else None
+        if not isinstance(start, fx.Node):
+            continue
+        seen = {start}
+        stack = [start]
+        while stack:
+            node = stack.pop()
+            if node.op == "placeholder":
+                reach[node].add(k)
+            for parent in node.all_input_nodes:
+                if parent not in seen:
+                    seen.add(parent)
+                    stack.append(parent)
+    return [frozenset(reach[p]) for p in placeholders]
+
+
 class InferenceRunner:
     """Runs the compiled functional forward alone (no input requires grad, or grad mode off)."""
 
@@ -174,6 +200,7 @@ class TrainingRunner:
         self._bw_shared: dict[Any, Callable[..., Any]] = {}
         self._bw: Callable[..., Any] | None = None
         self._tangent_outputs = list(tangent_outputs)
+        self._input_needs = tangents_reaching_inputs(fw_gm, self._tangent_outputs)
         # NOTE: the program turns grad mode on itself (called under no_grad): the function
         # is applied with grad mode on so that its differentiable outputs get a history.
         self._force_grad_mode = force_grad_mode
@@ -220,6 +247,7 @@ class TrainingRunner:
         tangent_examples = bw_examples[num_saved:]
         is_grad_enabled = torch.is_grad_enabled
         recompute = self._recompute
+        input_needs = self._input_needs
 
         class CompiledFunction(torch.autograd.Function):
             @staticmethod
@@ -227,6 +255,8 @@ class TrainingRunner:
                 # NOTE: for a backward with create_graph=True (`aotgrad.double_backward`)
                 ctx.inputs = args
                 ctx.versions = [a._version for a in args]
+                # NOTE: backward sees which outputs got no gradient (None, not zeros).
+                ctx.set_materialize_grads(False)
                 outs = fw(*args)
                 if fast:
                     ctx.save_for_backward(*outs[num_outputs:])
@@ -268,13 +298,21 @@ class TrainingRunner:
                 saved = [next(tensors) if is_tensor else next(others)
                          for is_tensor in ctx.saved_layout]
             tangents: list[torch.Tensor] = []
-            for example, i in zip(tangent_examples, tangent_list):
+            missing: set[int] = set()
+            for k, (example, i) in enumerate(zip(tangent_examples, tangent_list)):
                 grad = grads[i]
                 if grad is None:
+                    missing.add(k)
                     grad = torch.zeros(example.shape, dtype=example.dtype,
                                        device=example.device)
                 tangents.append(grad.contiguous())
-            return tuple(compiled_bw()(*saved, *tangents))
+            result = tuple(compiled_bw()(*saved, *tangents))
+            if not missing:
+                return result
+            # NOTE: an input whose every differentiable path ends in outputs that got no
+            # gradient gets None, as in eager (where autograd never reaches it), not zeros.
+            return tuple(None if needs <= missing else grad
+                         for grad, needs in zip(result, input_needs))
 
         self.function = CompiledFunction
         # NOTE: the public `apply` (not its C base): it handles functorch transforms and

@@ -45,6 +45,7 @@ def new_fake_mode() -> FakeTensorMode:
 
 
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
+_DETACH = torch.ops.aten.detach.default
 
 
 def _sym_key(value: Any) -> str:
@@ -264,7 +265,9 @@ class AtenTracer(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: 
             # NOTE: native_batch_norm updates running_mean/var without saying so in its schema;
             # the _legit overload marks them (a!) so functionalization sees the writes.
             func = torch.ops.aten._native_batch_norm_legit.default
-        decomp = self.decompositions.get(func)
+        # NOTE: detach stays itself (core decomposes it to alias): an output that is a
+        # detached view of an input is replayed by the wrapper, and must not require grad.
+        decomp = None if func is _DETACH else self.decompositions.get(func)
         if decomp is not None:
             with self:
                 out = decomp(*args, **kwargs)
