@@ -329,7 +329,7 @@ def _disk_lookup(shared_key: tuple[Any, ...], compiled: AotCompiled,
     if store is None:
         return None
     try:
-        key = _disk.disk_key(shared_key)
+        key = _disk.disk_key(shared_key, (compiled.fw_compiler, compiled.bw_compiler))
     except _cache.Uncacheable as exc:
         _cache.stats().disk_uncacheable += 1
         _disk.log.debug("compiled graph not cacheable on disk: %s", exc)
@@ -357,11 +357,18 @@ def _disk_store(shared_key: tuple[Any, ...], compiled: AotCompiled,
     if store is None:
         return
     try:
-        key = _disk.disk_key(shared_key)
+        key = _disk.disk_key(shared_key, (compiled.fw_compiler, compiled.bw_compiler))
         data = _disk.save_entry(entry, compiled.fw_compiler, compiled.bw_compiler)
     except _cache.Uncacheable as exc:
         _cache.stats().disk_uncacheable += 1
         _disk.log.debug("compiled graph not written to disk: %s", exc)
+        return
+    except Exception as exc:  # noqa: BLE001 - writing the cache must never fail a compile
+        # NOTE: e.g. the backward's compile (done here, ahead of its first use) failing:
+        # it fails again, where it did before, when the backward runs
+        _cache.stats().disk_uncacheable += 1
+        _disk.log.warning("compiled graph not written to disk: %s: %s", type(exc).__name__,
+                          exc)
         return
     store.put(key, data)
     _cache.stats().disk_stores += 1

@@ -7,7 +7,7 @@ key (`disk_key`) is the in-process key (`aotgrad.cache`: the captured graph, the
 signature with input aliasing, grad mode and train flags, compilers and their options,
 partitioner, decompositions, aotgrad's options, torch's global modes) written as stable text
 (`aotgrad.serialize.stable_text`), plus `serialize.environment()` (Python, torch, machine,
-CPU features, our source) and the GPU architecture of the devices it names.
+CPU features, the source of aotgrad and of the compilers' package) and the GPU architecture of the devices it names.
 
 An entry holds what the runtime wrapper needs (`FunctionalGraph` without its graph, the
 partition's bookkeeping, the examples of the backward's inputs as metadata, the double
@@ -34,29 +34,31 @@ from aotgrad.functionalize import FunctionalGraph
 from aotgrad.gradmode import needs_grad_mode
 from aotgrad.runtime import Compiler, InferenceRunner, SavedBytesCounter, TrainingRunner
 from aotgrad.runtime import _is_plain as is_plain
-from aotgrad.serialize import device_text, dumps, environment, loads, stable_text
+from aotgrad.serialize import device_text, dumps, environment, loads, package_of, stable_text
 
 __all__ = ["disk_key", "load_entry", "save_entry"]
 
 log = logging.getLogger("aotgrad.cache")
 
-FORMAT = "aotgrad-runner-v1"
+FORMAT = "aotgrad-runner-v2"
 Entry = tuple[InferenceRunner | TrainingRunner, Any, bool]
 
 # NOTE: the attributes a TrainingRunner has after __init__; a runner with others (the class
 # changed) is not written, so a restored runner never lacks one.
 _TRAINING_FIELDS = frozenset({
     "forward", "num_fwd_outputs", "fw_gm", "bw_gm", "plain", "_fw", "_bw_examples",
-    "_bw_compiler", "_bw_shared", "_bw", "_tangent_outputs", "_force_grad_mode", "_recompute",
-    "function", "_apply"})
+    "_bw_compiler", "_bw_shared", "_bw", "_tangent_outputs", "_input_needs",
+    "_force_grad_mode", "_recompute", "function", "_apply"})
 _INFERENCE_FIELDS = frozenset({"forward", "compiled", "plain"})
 
 
-def disk_key(shared_key: tuple[Any, ...]) -> str:
-    """The on-disk key of an in-process key; `Uncacheable` if a part has no stable text."""
+def disk_key(shared_key: tuple[Any, ...], compilers: Sequence[Compiler]) -> str:
+    """The on-disk key of an in-process key compiled by `compilers`; `Uncacheable` if a
+    part has no stable text."""
     text = stable_text(shared_key)
     devices = {part.split(";")[0] for part in text.split("device:")[1:]}
-    env = stable_text(tuple(sorted(environment().items())))
+    packages = {package_of(c) for c in compilers}
+    env = stable_text(tuple(sorted(environment(packages).items())))
     material = "\0".join([FORMAT, text, env, device_text(devices)])
     return hashlib.sha256(material.encode()).hexdigest()
 
@@ -117,6 +119,7 @@ def save_entry(entry: Entry, fw_compiler: Compiler, bw_compiler: Compiler) -> by
             bw_examples=[_tensor_meta(e) for e in runner._bw_examples],
             num_fwd_outputs=runner.num_fwd_outputs,
             tangent_outputs=list(runner._tangent_outputs),
+            input_needs=[sorted(needs) for needs in runner._input_needs],
             force_grad_mode=runner._force_grad_mode,
             recompute=recompute if isinstance(recompute, str) else list(recompute.sources))
     return dumps(state)
@@ -190,6 +193,7 @@ def load_entry(data: bytes, fn: Callable[..., Any], counter: SavedBytesCounter,
         training._bw_shared = {None: bw}
         training._bw = bw
         training._tangent_outputs = list(state["tangent_outputs"])
+        training._input_needs = [frozenset(needs) for needs in state["input_needs"]]
         training._force_grad_mode = state["force_grad_mode"]
         recompute = state["recompute"]
         training._recompute = recompute if isinstance(recompute, str) else Recompute(

@@ -8,8 +8,8 @@
   ops, functions and classes are named instead of compared by identity; `Uncacheable` for
   a part without a stable name (a lambda, a local function, an object without `cache_key`).
 - `environment`: what a compiled artifact depends on besides its key: Python, torch, the
-  machine and CPU features, and a hash of aotgrad's own source (and of any package that
-  registers its source with `add_source_package`, as inductor does).
+  machine and CPU features, and a hash of the source of aotgrad and of the packages whose
+  compilers made it (`package_of(compiler)`: inductor's for the inductor backend).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import platform
 import sys
 import types
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,8 @@ from torch import fx
 
 from aotgrad.cache import Uncacheable
 
-__all__ = ["GraphCode", "add_source_package", "dumps", "environment", "loads", "stable_text"]
+__all__ = ["GraphCode", "add_source_package", "device_text", "dumps", "environment", "loads",
+           "package_of", "stable_text"]
 
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
@@ -226,14 +227,14 @@ _source_packages: dict[str, Path] = {}
 
 
 def add_source_package(module: types.ModuleType) -> None:
-    """Make the source of package `module` part of `environment()` (a package whose code
-    generates what the disk cache keeps registers itself)."""
+    """Let `environment(packages=[name])` find package `module`'s source (a package whose
+    code generates what the disk cache keeps registers itself)."""
     path = getattr(module, "__file__", None)
     if path:
         _source_packages[module.__name__] = Path(path).parent
-        _environment.cache_clear()
 
 
+@functools.cache
 def _source_digest(root: Path) -> str:
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
@@ -241,7 +242,7 @@ def _source_digest(root: Path) -> str:
             digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
         except OSError:
             digest.update(b"unreadable")
-    return digest.hexdigest()
+    return digest.hexdigest()[:16]
 
 
 def _cpu_flags() -> str:
@@ -256,22 +257,36 @@ def _cpu_flags() -> str:
 
 
 @functools.cache
-def _environment() -> tuple[tuple[str, str], ...]:
-    packages = {"aotgrad": Path(__file__).parent, **_source_packages}
-    items = [("python", sys.version), ("torch", torch.__version__),
-             ("torch_git", str(getattr(torch.version, "git_version", ""))),
-             ("machine", f"{platform.system()} {platform.machine()}"),
-             ("cpu", hashlib.sha256(_cpu_flags().encode()).hexdigest()[:16])]
-    items += [(f"source:{name}", _source_digest(root)[:16])
-              for name, root in sorted(packages.items())]
-    return tuple(items)
+def _base_environment() -> tuple[tuple[str, str], ...]:
+    return (("python", sys.version), ("torch", torch.__version__),
+            ("torch_git", str(getattr(torch.version, "git_version", ""))),
+            ("machine", f"{platform.system()} {platform.machine()}"),
+            ("cpu", hashlib.sha256(_cpu_flags().encode()).hexdigest()[:16]))
 
 
-def environment() -> dict[str, str]:
+def _package_root(name: str) -> Path | None:
+    if name in _source_packages:
+        return _source_packages[name]
+    path = getattr(sys.modules.get(name), "__file__", None)
+    return Path(path).parent if path else None
+
+
+def package_of(obj: Any) -> str:
+    """The top-level package of `obj`'s class (of a compiler: whose source it runs)."""
+    return str(type(obj).__module__).split(".")[0]
+
+
+def environment(packages: Iterable[str] = ()) -> dict[str, str]:
     """What compiled artifacts depend on besides their key, by name: Python, torch (version
     and commit), operating system and machine, the CPU's feature flags (hashed), and the
-    source of aotgrad and of the registered packages (hashed)."""
-    return dict(_environment())
+    source (hashed) of aotgrad and of `packages` (those whose code compiled the artifact,
+    e.g. `inductor`; torch's own version stands for torch)."""
+    items = dict(_base_environment())
+    for name in sorted({"aotgrad", *packages} - {"torch"}):
+        root = _package_root(name)
+        if root is not None:
+            items[f"source:{name}"] = _source_digest(root)
+    return items
 
 
 def device_text(devices: set[str]) -> str:

@@ -49,6 +49,10 @@ _FORMAT = "compiler-precompiled-v1"
 _ARTIFACTS_FORMAT = "compiler-cache-artifacts-v1"
 
 
+def _artifacts_environment() -> dict[str, str]:
+    return serialize.environment(["inductor"])
+
+
 class PrecompiledGuardError(RuntimeError):
     """A precompiled module was called in a way its artifact was not compiled for, or the
     artifact does not match this environment or module."""
@@ -168,7 +172,7 @@ def precompile(module: torch.nn.Module, example_inputs: Sequence[Any], *,
     (key, entry), = compiled.cache.items()
     try:
         data = aot_disk.save_entry(entry, fw_compiler, fw_compiler)
-        header = {"environment": serialize.environment(), "key": key,
+        header = {"environment": _environment(fw_compiler), "key": key,
                   "fingerprint": before, "backend": backend,
                   "kernels": graph_cache.kernel_libraries(entry, fw_compiler)}
         serialize.dumps(header)
@@ -176,6 +180,10 @@ def precompile(module: torch.nn.Module, example_inputs: Sequence[Any], *,
         raise ValueError(f"precompile: this compile cannot be saved: {exc}") from exc
     header["devices"] = serialize.device_text(_devices(key))
     return PrecompiledModule(header, data)
+
+
+def _environment(compiler: Any) -> dict[str, str]:
+    return serialize.environment([serialize.package_of(compiler)])
 
 
 def _devices(key: Any) -> set[str]:
@@ -272,7 +280,8 @@ def load_precompiled(source: str | os.PathLike[str] | bytes,
     if not ok:
         raise PrecompiledGuardError("not a precompiled module")
     header = state["header"]
-    env = _differences(header["environment"], serialize.environment())
+    fw_compiler, decompositions, aot_values = _compilers(header["backend"], None, None)
+    env = _differences(header["environment"], _environment(fw_compiler))
     if env:
         raise PrecompiledGuardError("the precompiled module was made in another environment "
                                     "and is refused: " + "; ".join(env))
@@ -285,7 +294,6 @@ def load_precompiled(source: str | os.PathLike[str] | bytes,
         raise PrecompiledGuardError(
             "the module differs from the precompiled one (classes, forward code, "
             "submodules or plain attributes)")
-    fw_compiler, decompositions, aot_values = _compilers(header["backend"], None, None)
     graph_cache.install_kernel_libraries(header["kernels"])
     lifted = LiftedModule(module)
     frozen = _Frozen(lifted, fw_compiler, fw_compiler, None, decompositions, aot_values)
@@ -324,7 +332,7 @@ def save_cache_artifacts() -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("MANIFEST", serialize.dumps({"format": _ARTIFACTS_FORMAT,
-                                                      "environment": serialize.environment()}))
+                                                      "environment": _artifacts_environment()}))
         for path in sorted(root.rglob("*")) if root.is_dir() else []:
             name = path.name
             if (not path.is_file() or path.is_symlink() or name.startswith(".")
@@ -361,7 +369,7 @@ def load_cache_artifacts(data: bytes) -> int:
         raise PrecompiledGuardError(f"not cache artifacts ({exc})") from exc
     if not ok:
         raise PrecompiledGuardError("not cache artifacts")
-    env = _differences(manifest["environment"], serialize.environment())
+    env = _differences(manifest["environment"], _artifacts_environment())
     if env:
         raise PrecompiledGuardError("the cache artifacts were made in another environment and "
                                     "are refused: " + "; ".join(env))
