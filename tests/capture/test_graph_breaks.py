@@ -379,3 +379,29 @@ def test_c_method_of_a_type_keyed_global_dict_compiles_once():
     # so every call recompiled.
     backend = run_both(reads_a_type_keyed_dict, [(t(3),), (t(3, seed=1),), (t(3),)])
     assert backend.frame_count <= 1
+
+
+def calls_an_opaque_c_function(x):
+    import zlib
+
+    return x * (zlib.crc32(b"abc") % 7)
+
+
+def test_fullgraph_error_for_an_unsupported_call_says_what_to_do():
+    compiled = capture.optimize(calls_an_opaque_c_function, backend=CountingBackend(),
+                                fullgraph=True)
+    with pytest.raises(capture.Unsupported) as info:
+        compiled(t(3))
+    text = str(info.value)
+    assert "crc32" in text and "calls_an_opaque_c_function" in text
+    for remedy in ("compiler.disable", "compiler.allow_in_graph", "compiler.substitute_in_graph"):
+        assert remedy in text
+
+
+def break_in_a_nested_call(x):
+    # the break at opaque() leaves torch.relu and the NULL of its pending call on the stack
+    return torch.relu(opaque(x.sin()) * 2) + torch.from_numpy(x.numpy() * 3)
+
+
+def test_break_in_the_argument_of_a_pending_call():
+    run_both(break_in_a_nested_call, [(t(4),), (t(4, seed=1),)])

@@ -45,6 +45,12 @@ HINT_DATA_DEPENDENT = (
     "torch.cond-style code, or run this part eagerly (fullgraph=False)."
 )
 HINT_REPORT = "If this is common model code, it is a missing feature of capture: report it."
+HINT_CALL = (
+    "What to do: compiler.disable(fn) runs the function eagerly between graphs; "
+    "compiler.allow_in_graph(fn) puts a tensor function of its arguments in the graph as one "
+    "call; compiler.substitute_in_graph(fn) traces a Python replacement you write; or rewrite "
+    "the code with torch operations."
+)
 HINT_EAGER = "With fullgraph=False the whole function runs eagerly instead."
 
 
@@ -87,7 +93,8 @@ class Unsupported(Exception):
 
 def unsupported(kind: GraphBreakKind, explanation: str, *hints: str) -> Unsupported:
     """Build an `Unsupported`; the translator fills in `where` as it propagates."""
-    return Unsupported(kind, explanation, [], list(hints) or [HINT_REPORT])
+    default = [HINT_CALL, HINT_REPORT] if kind is GraphBreakKind.UNSUPPORTED_CALL else [HINT_REPORT]
+    return Unsupported(kind, explanation, [], list(hints) or default)
 
 
 class RaisedInTrace(Unsupported):

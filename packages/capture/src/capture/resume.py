@@ -180,10 +180,16 @@ def emit_break(
         if not name.startswith(_STACK_ARG[:-2])
     }
     names = list(local_temps)
+    # NOTE: the NULLs of pending calls (`f(g(x))` breaking at g) are not values: the
+    # resume function's prologue pushes them again.
+    null_slots = {slot for slot, temp in enumerate(stack_temps) if temp is None}
 
-    def resume_at(index: int, nstack: int) -> Any:
-        slots = frozenset(i for i in iter_slots if i < nstack)
-        return make_resume(resume_code(tx.code, index, nstack, names, slots))
+    def resume_at(index: int, nstack: int, below: int) -> Any:
+        """The resume function at `index`; its first `below` stack items are the ones below
+        the instruction's operands (the others are its results)."""
+        slots = frozenset(i for i in iter_slots if i < below)
+        nulls = frozenset(i for i in null_slots if i < below)
+        return make_resume(resume_code(tx.code, index, nstack, names, slots, nulls))
 
     replay()
     for slot, exit_temp in exit_temps.items():
@@ -198,9 +204,9 @@ def emit_break(
         condition = _new_temp(cg)
         cg.store_fast(condition)
         rest = stack_temps[:-1]
-        on_next = resume_at(tx.ip + 1, len(rest))
+        on_next = resume_at(tx.ip + 1, len(rest), len(rest))
         assert ins.target is not None
-        on_jump = resume_at(ins.target, len(rest))
+        on_jump = resume_at(ins.target, len(rest), len(rest))
         if_true, if_false = (
             (on_jump, on_next) if ins.opname == "POP_JUMP_IF_TRUE" else (on_next, on_jump)
         )
@@ -211,7 +217,7 @@ def emit_break(
         cg.call_function(3)
         chosen = _new_temp(cg)
         cg.store_fast(chosen)
-        _call_temp(cg, chosen, [*rest, *local_temps.values()])
+        _call_temp(cg, chosen, [t for t in rest if t is not None] + list(local_temps.values()))
         return
     if exit_temps:
         handler = Label()
@@ -229,11 +235,12 @@ def emit_break(
     results = [_new_temp(cg) for _ in range(depth)]
     for result in reversed(results):
         cg.store_fast(result)
-    resume = resume_at(tx.ip + 1, depth)
+    resume = resume_at(tx.ip + 1, depth, depth - 1)
     cg.load_callable(resume)
-    for temp in [*results, *local_temps.values()]:
+    passed = [r for j, r in enumerate(results) if not (j < depth - 1 and j in null_slots)]
+    for temp in [*passed, *local_temps.values()]:
         _load(cg, temp)
-    cg.call_function(len(results) + len(local_temps))
+    cg.call_function(len(passed) + len(local_temps))
     cg.instrs.append(Instr("RETURN_VALUE"))
 
 
@@ -443,10 +450,12 @@ def resume_code(
     nstack: int,
     local_names: list[str],
     iter_slots: frozenset[int] = frozenset(),
+    null_slots: frozenset[int] = frozenset(),
 ) -> types.CodeType:
     """`code` entered at instruction `index` with `nstack` stack items and `local_names`
     bound, all passed as positional arguments (stack items first). The stack items at
-    `iter_slots` are passed as sequences and entered as iterators (`for` loops)."""
+    `iter_slots` are passed as sequences and entered as iterators (`for` loops); those at
+    `null_slots` are the NULLs of pending calls, pushed by the prologue, not passed."""
     instructions = decode(code)
     position = sum(1 for ins in instructions[:index] if ins.raw_opname != "EXTENDED_ARG")
     bc = Bytecode.from_code(code)
@@ -461,10 +470,13 @@ def resume_code(
             seen += 1
     label = Label()
     items.insert(at, label)
-    stack_names = [_STACK_ARG.format(i) for i in range(nstack)]
+    stack_names = [_STACK_ARG.format(i) for i in range(nstack) if i not in null_slots]
     entry: list[Any] = versions.prologue(len(code.co_freevars))
-    for slot, name in enumerate(stack_names):
-        entry.append(Instr("LOAD_FAST", name))
+    for slot in range(nstack):
+        if slot in null_slots:
+            entry.extend(versions.push_null())
+            continue
+        entry.append(Instr("LOAD_FAST", _STACK_ARG.format(slot)))
         if slot in iter_slots:
             entry.append(Instr("GET_ITER"))
     entry.append(Instr("JUMP_FORWARD", label))
