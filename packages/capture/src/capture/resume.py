@@ -217,7 +217,8 @@ def emit_break(
         cg.call_function(3)
         chosen = _new_temp(cg)
         cg.store_fast(chosen)
-        _call_temp(cg, chosen, [t for t in rest if t is not None] + list(local_temps.values()))
+        args: list[str | None] = [t for t in rest if t is not None]
+        _call_temp(cg, chosen, args + list(local_temps.values()))
         return
     if exit_temps:
         handler = Label()
