@@ -244,9 +244,10 @@ class TritonGen:
         if check not in self.checks:
             self.checks.append(check)
         cid = self.checks.index(check) + 1
-        mask = self._mask(level)
-        m = f"{bad} & {mask}" if mask else bad
-        z = self._zero(_max_level(level, "x"))
+        level = _max_level(level, "x")
+        z = self._zero(level)
+        # NOTE: `!= 0`: the interpreter makes `block & 0-d bool` an int32 block
+        m = f"((({z} == 0) & {bad} & {self._mask(level)}) != 0)"
         w.add(f"tl.store(kernel_err + {z}, {cid}, mask={m})")
         w.add(f"tl.store(kernel_err + 1 + {z}, ({value}).to(tl.int64), mask={m})")
 
