@@ -8,6 +8,7 @@ compiled ATen graphs (`aotgrad.pipeline` lists the passes in order).
 from __future__ import annotations
 
 import contextlib
+import logging
 import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -19,9 +20,12 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 from aotgrad import cache as _cache
 from aotgrad import config as _config
 from aotgrad import disk as _disk
+from aotgrad.dynamic import SymbolicSignature
 from aotgrad.pipeline import PartitionFnLike, compile_inference, compile_training
 from aotgrad.runtime import Compiler, InferenceRunner, SavedBytesCounter, TrainingRunner
 from aotgrad.trace import AtenTracer, run_with_meta
+
+log = logging.getLogger("aotgrad")
 
 __all__ = ["AotCompiled", "LiftedModule", "aot_function", "aot_module"]
 
@@ -132,6 +136,8 @@ class AotCompiled:
         self._plain_fn = not isinstance(fn, types.FunctionType) or not fn.__closure__
         self._state_key: Callable[[], Any] | None = getattr(fn, "state_key", None)
         self._signature: tuple[Any, ...] | None = None  # of a captured graph, for the cache
+        #: Set by the backend for a captured graph with symbolic sizes (`aotgrad.dynamic`).
+        self.symbolic: SymbolicSignature | None = None
         # NOTE: the grad modes a captured graph switches to, in order (`LiftedModule`): the
         # graph starts in the caller's grad mode and leaves the last one set.
         self._grad_switches: tuple[bool, ...] = getattr(fn, "grad_switches", ())
@@ -222,6 +228,8 @@ class AotCompiled:
             t.requires_grad for t in tensors)
         key = self._key(leaves, training, structure)
         entry = self.cache.get(key)
+        if entry is None and self.symbolic is not None:
+            entry = self._symbolic_entry(args, key, leaves, training)
         if entry is None:
             leaves, in_spec = tree_flatten((args, kwargs, closure))
             with _config.patch(self.options) if self.options else contextlib.nullcontext():
@@ -243,6 +251,32 @@ class AotCompiled:
         if flat_output:
             return tuple(outs)
         return _output(outs, out_spec)
+
+    def _symbolic_entry(self, args: tuple[Any, ...], key: tuple[Any, ...], leaves: list[Any],
+                        training: bool) -> tuple[Runner, Any, bool] | None:
+        """The runner traced for symbolic sizes that serves this call (traced now when the
+        backend prepares it, `aotgrad.dynamic`), or None."""
+        assert self.symbolic is not None
+        symbolic_key = self.symbolic.key(key, leaves)
+        if symbolic_key is None:
+            return None
+        entry = self.cache.get(symbolic_key)
+        if entry is not None or not self._preparing:
+            return entry
+        _, in_spec = tree_flatten((args, {}, ()))
+        try:
+            with _config.patch(self.options) if self.options else contextlib.nullcontext():
+                runner, out_spec = self._compile_runner(self.symbolic.fakes(leaves), in_spec,
+                                                        training)
+        except Exception as error:  # noqa: BLE001  # concrete sizes then, as before
+            log.info("aotgrad: tracing with symbolic sizes failed (%s: %s); compiling for "
+                     "the concrete sizes of each call", type(error).__name__, error)
+            self.symbolic = None
+            return None
+        flat_output = out_spec.type is tuple and all(c.is_leaf() for c in out_spec.children())
+        entry = (runner, out_spec, flat_output)
+        self.cache[symbolic_key] = entry
+        return entry
 
     def _compile(self, leaves: list[Any], in_spec: Any, training: bool, key: tuple[Any, ...],
                  ) -> tuple[Runner, Any, bool]:

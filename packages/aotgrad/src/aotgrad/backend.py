@@ -13,6 +13,7 @@ from torch import fx
 
 from aotgrad import config as _config
 from aotgrad.api import AotCompiled, LiftedModule
+from aotgrad.dynamic import symbolic_signature
 from aotgrad.pipeline import PartitionFnLike
 from aotgrad.runtime import Compiler
 from aotgrad.serialize import GraphCode
@@ -61,6 +62,11 @@ def make_backend(fw_compiler: Compiler, bw_compiler: Compiler | None = None,
         compiled = AotCompiled(lifted, fw_compiler, bw_compiler, partition_fn, decompositions,
                                values)
         placeholders = sum(1 for node in gm.graph.nodes if node.op == "placeholder")
+        if all(getattr(c, "symbolic_sizes", False) for c in (fw_compiler, bw_compiler)
+               if c is not None):
+            # NOTE: graphs traced once for symbolic sizes (aotgrad.dynamic); other
+            # compilers get the concrete sizes of each call.
+            compiled.symbolic = symbolic_signature(gm, len(lifted.state()))
         if len(example_inputs) == placeholders:
             compiled.prepare(*lifted.state(), *example_inputs)
         # NOTE: without an example for every input (a caller that has none), the graph is
@@ -76,6 +82,9 @@ class _GraphAsIs:
     def __call__(self, gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         del example_inputs
         return gm.forward
+
+    #: Runs graphs whose sizes are symbolic (they compute sizes from their inputs).
+    symbolic_sizes = True
 
     def cache_key(self) -> tuple[()]:
         """No options: compiled graphs may be shared (`aotgrad.cache`)."""

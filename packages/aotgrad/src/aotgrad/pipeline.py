@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -17,6 +18,7 @@ import torch
 from aotgrad import config as _config
 from aotgrad.decompositions import get_decompositions
 from aotgrad.double_backward import make_recompute
+from aotgrad.dynamic import fake_mode_of
 from aotgrad.functionalize import assert_functional
 from aotgrad.joint import trace_forward, trace_joint
 from aotgrad.runtime import Compiler, InferenceRunner, SavedBytesCounter, TrainingRunner
@@ -86,10 +88,20 @@ def checked_compiler(compiler: Compiler) -> Compiler:
     return compile_graph
 
 
+def _estimates_only(mode: Any) -> contextlib.AbstractContextManager[Any]:
+    """Partitioning reads symbolic sizes for cost estimates only (which values to save):
+    their example values decide, and no guard is recorded (any choice is correct)."""
+    shape_env = getattr(mode, "shape_env", None)
+    if shape_env is None:
+        return contextlib.nullcontext()
+    suppress: contextlib.AbstractContextManager[Any] = shape_env.suppress_guards()
+    return suppress
+
+
 def compile_inference(fn: Callable[..., Any], tensors: Sequence[torch.Tensor],
                       fw_compiler: Compiler, decompositions: Decomps,
                       ) -> tuple[InferenceRunner, Any]:
-    mode = new_fake_mode()
+    mode = fake_mode_of(tensors) or new_fake_mode()
     table = get_decompositions(decompositions)
     forward, out_spec = trace_forward(fn, tensors, mode, table)
     assert_functional(forward.gm)
@@ -106,15 +118,16 @@ def compile_training(fn: Callable[..., Any], tensors: Sequence[torch.Tensor],
     `entry_grad_mode`: the grad mode the program starts in (off for a captured graph that
     enables grad inside a function called under `no_grad`).
     """
-    mode = new_fake_mode()
+    mode = fake_mode_of(tensors) or new_fake_mode()
     table = get_decompositions(decompositions)
     forward, out_spec = trace_forward(fn, tensors, mode, table, grad_enabled=True,
                                       entry_grad_mode=entry_grad_mode)
     joint = trace_joint(fn, tensors, forward, mode, table, entry_grad_mode=entry_grad_mode)
     assert_functional(joint.gm)
     partition = resolve_partitioner(partition_fn)
-    fw_gm, bw_gm = partition(joint.gm, num_fwd_outputs=joint.num_fwd_outputs,
-                             config=_config.options.partition_config())
+    with _estimates_only(mode):
+        fw_gm, bw_gm = partition(joint.gm, num_fwd_outputs=joint.num_fwd_outputs,
+                                 config=_config.options.partition_config())
     _fill_output_meta(fw_gm)
     _fill_output_meta(bw_gm)
     runner = TrainingRunner(joint.forward, fw_gm, bw_gm, num_fwd_outputs=joint.num_fwd_outputs,
