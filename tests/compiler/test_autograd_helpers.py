@@ -102,14 +102,7 @@ def uses_checkpoint(x, w):
     return y.exp() - 1
 
 
-# NOTE: inductor's gradients of `(x @ w).tanh() * x.sigmoid()` are wrong without any
-# checkpoint (x read by the matmul and the sigmoid; found here, not fixed: inductor's).
-INDUCTOR_BUG = pytest.mark.xfail(strict=True, reason="inductor: wrong grads of "
-                                 "(x @ w).tanh() * x.sigmoid()")
-
-
-@pytest.mark.parametrize("backend", ["eager", "aot_eager", pytest.param(
-    "inductor", marks=[pytest.mark.slow, INDUCTOR_BUG])])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_checkpoint_values_and_gradients(backend):
     counting = check(uses_checkpoint, backend, (4, 4), (4, 4))
     assert len(counting.graphs) == 1

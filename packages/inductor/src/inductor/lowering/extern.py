@@ -35,11 +35,28 @@ def _realize_args(ctx: LoweringContext, value: Any, reads: list[str]) -> Any:
     return value
 
 
-def _aliases(op: object) -> bool:
+def _storages(value: Any) -> set[int]:
+    found: set[int] = set()
+    for leaf in pytree.tree_leaves(value):
+        if isinstance(leaf, torch.fx.Node):
+            leaf = example_value(leaf)
+        for t in pytree.tree_leaves(leaf):
+            if isinstance(t, torch.Tensor) and t.layout == torch.strided:
+                found.add(t.untyped_storage()._cdata)
+    return found
+
+
+def _aliases(op: object, node: torch.fx.Node, ev: Any) -> bool:
+    """Whether an output of the call may share memory with an input.
+
+    The schema's alias annotations say so for views; some ops return their input without
+    one (`conj_physical`, `resolve_conj` and `resolve_neg` of a real tensor return `self`),
+    which the example values show: the output's (fake) storage is an input's.
+    """
     schema = getattr(op, "_schema", None)
-    if schema is None:
+    if schema is None or any(r.alias_info is not None for r in schema.returns):
         return True
-    return any(r.alias_info is not None for r in schema.returns)
+    return bool(_storages(ev) & _storages((node.args, node.kwargs)))
 
 
 def fallback(ctx: LoweringContext, op: object, args: Any, kwargs: Any) -> Any:
@@ -50,7 +67,7 @@ def fallback(ctx: LoweringContext, op: object, args: Any, kwargs: Any) -> Any:
     ev = example_value(ctx.node)
     name = ctx.new_name("buf")
     kernel = ExternKernel(name, op, rargs, rkwargs, ev, reads=reads,
-                          aliases_inputs=_aliases(op), origin=ctx.node.name)
+                          aliases_inputs=_aliases(op, ctx.node, ev), origin=ctx.node.name)
     ctx.extern_calls[str(op)] += 1
     log.debug("extern call %s for node %s", op, ctx.node.name)
 

@@ -334,6 +334,15 @@ def _alias(ctx: LoweringContext, x: Any) -> Any:
     return x
 
 
+@lowering(aten.conj_physical.default, aten.resolve_conj.default, aten.resolve_neg.default)
+def _conj_of_real(ctx: LoweringContext, x: Any) -> Any:
+    """The identity on real tensors (autograd's formulas wrap gradients in them); ATen's
+    own kernel returns its input unchanged there, so the value is an alias, not a copy."""
+    if out_meta(ctx).dtype.is_complex:
+        return NotImplemented
+    return x
+
+
 # -- constructors --------------------------------------------------------------------------
 
 
