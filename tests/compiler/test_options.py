@@ -133,12 +133,14 @@ def test_cache_size_limit_limits_compiled_entries(how):
         warnings.simplefilter("always")
         if how == "patch":
             with compiler.config.patch(cache_size_limit=2):
-                compiled = compiler.compile(f, backend=counting)
+                compiled = compiler.compile(f, backend=counting, dynamic=False)
                 for n in (1, 2, 3, 4, 1, 2):
                     torch.testing.assert_close(compiled(torch.ones(n)), f(torch.ones(n)))
         else:
-            compiled = compiler.compile(f, backend=counting, options={"cache_size_limit": 2})
-            other = compiler.compile(f, backend=counting)  # keeps the global limit (8)
+            # NOTE: dynamic=False: a recompile per shape
+            compiled = compiler.compile(f, backend=counting, options={"cache_size_limit": 2},
+                                        dynamic=False)
+            other = compiler.compile(f, backend=counting, dynamic=False)  # the global limit (8)
             for n in (1, 2, 3, 4, 1, 2):
                 torch.testing.assert_close(compiled(torch.ones(n)), f(torch.ones(n)))
             for n in (5, 6, 7):
