@@ -254,3 +254,52 @@ def capture_records() -> Any:
     import capture
 
     return capture.recording()
+
+
+def test_inductor_gets_concrete_sizes_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The inductor backend's kernels are compiled for concrete sizes: behind one symbolic
+    capture entry, aotgrad traces (and inductor compiles) once per distinct size, keyed by
+    the exact sizes, so a kernel never runs with another size than it was compiled for."""
+    import aotgrad.api
+
+    traced: list[tuple[int, ...]] = []
+    original = aotgrad.api.AotCompiled._compile_runner
+
+    def counted(self: Any, leaves: list[Any], *args: Any, **kwargs: Any) -> Any:
+        traced.append(tuple(leaves[-1].shape))
+        return original(self, leaves, *args, **kwargs)
+
+    monkeypatch.setattr(aotgrad.api.AotCompiled, "_compile_runner", counted)
+    compiler.reset()
+    counting = Counting("inductor")
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return (x * 2).sum(1)
+
+    fn = compiler.compile(f, backend=counting)
+    for n in (3, 4, 5, 4, 3):
+        x = torch.randn(n, 6)
+        torch.testing.assert_close(fn(x), f(x))
+    assert counting.count == 2
+    assert traced == [(3, 6), (4, 6), (5, 6)]
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_views_with_storage_offsets_and_mutation(backend: str) -> None:
+    compiler.reset()
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        x.mul_(2)
+        return x.sum()
+
+    fn = compiler.compile(f, backend=backend)
+    for n in (3, 4, 5, 6):
+        base, expected_base = torch.arange(20.0), torch.arange(20.0)
+        got = fn(base[n:2 * n])
+        expected = f(expected_base[n:2 * n])
+        torch.testing.assert_close(got, expected)
+        torch.testing.assert_close(base, expected_base)
+        x, y = torch.randn(n, 3), None
+        y = x.clone()
+        torch.testing.assert_close(fn(x), f(y))
+        torch.testing.assert_close(x, y)

@@ -198,6 +198,10 @@ class SymbolicInputs:
         sizes 0 and 1 are specialized)."""
         from guards.sources import SizeSource
 
+        if tensor.storage_offset() != 0 or tensor.layout is not torch.strided:
+            # NOTE: a view into a larger storage (or a sparse tensor) keeps static sizes:
+            # the symbolic fake is a fresh dense tensor, which would not describe it.
+            return None
         sizes: list[Any] = []
         symbolic: set[int] = set()
         marks = getattr(tensor, DYNAMIC_ATTR, {})
