@@ -31,9 +31,9 @@ from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
 
 __all__ = [
     "FrameShapes",
-    "forget_shapes",
     "RecordingShapeEnv",
     "SymbolicInputs",
+    "forget_shapes",
     "mark_dynamic",
     "mark_static",
     "maybe_mark_dynamic",
