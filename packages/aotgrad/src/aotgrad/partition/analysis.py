@@ -165,6 +165,25 @@ def is_cheap(node: fx.Node) -> bool:
     return is_view(node) or is_pointwise(node) or node.target in _CHEAP_OPS
 
 
+# NOTE: the ops whose FLOPs dwarf the bytes they move; recomputing them is what a budget
+# below the relaxed cuts pays for (`budget.BudgetPlanner.relaxed_cuts`).
+_COMPUTE_INTENSIVE = frozenset({
+    "mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "convolution", "_convolution",
+    "convolution_backward", "mkldnn_convolution", "_scaled_mm",
+    "_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+    "_flash_attention_forward", "_efficient_attention_forward", "upsample_bilinear2d",
+})
+
+
+def is_compute_intensive(node: fx.Node) -> bool:
+    """A matmul, convolution or attention kernel."""
+    target = node.target
+    if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+        return False
+    return target._schema.name.split("::")[-1] in _COMPUTE_INTENSIVE
+
+
 def is_rerunnable(node: fx.Node) -> bool:
     """Anything deterministic: `memory_budget` may recompute it when the budget asks.
 

@@ -23,6 +23,7 @@ from aotgrad.partition.analysis import (
     bytes_of,
     example_value,
     is_cheap,
+    is_compute_intensive,
     is_rerunnable,
 )
 from aotgrad.partition.estimate import Estimator, get_estimator
@@ -122,13 +123,27 @@ class BudgetPlanner:
     def target_bytes(self, budget: float) -> float:
         return self.min_bytes + budget * (self.max_bytes - self.min_bytes)
 
+    @functools.cached_property
+    def relaxed_cuts(self) -> list[frozenset[fx.Node]]:
+        """Cuts between budget 1.0 and the knapsack, fewest bans last: recompute cheap ops
+        even where an expensive op reads them, then also reductions and every other op but
+        the compute-intensive ones (matmuls, convolutions, attention)."""
+        cheap_only = frozenset(n for n in self.candidates if not is_cheap(n))
+        intensive = frozenset(n for n in cheap_only if is_compute_intensive(n))
+        return [self.saved_with_kept(cheap_only), self.saved_with_kept(intensive)]
+
     def solve(self, budget: float, solver: str) -> frozenset[fx.Node]:
-        """Saved values for this budget (the knapsack, then exact repair against the target)."""
+        """Saved values for this budget: the first relaxed cut under the target if one is
+        (as torch's partitioner does: they recompute only ops cheap next to a matmul), else
+        the knapsack over the candidates, repaired exactly against the target."""
         if budget >= 1.0:
             return self.max_saved
         if budget <= 0.0 or not self.candidates:
             return self.min_saved
         target = self.target_bytes(budget)
+        for cut in self.relaxed_cuts:
+            if activation_bytes(cut) <= target:
+                return cut
         items = self.candidates
         weights = [float(bytes_of(example_value(n))) for n in items]
         values = [self.item_cost(n) for n in items]
