@@ -139,13 +139,12 @@ def _no_graph() -> fx.GraphModule:
     return _placeholder[0]
 
 
-def _fakes(metas: Sequence[tuple[Any, ...]]) -> list[torch.Tensor]:
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    with FakeTensorMode():
-        return [torch.empty_strided(shape, stride, dtype=dtype, device=device,
-                                    requires_grad=grad)
-                for shape, stride, dtype, device, grad in metas]
+def _examples(metas: Sequence[tuple[Any, ...]]) -> list[torch.Tensor]:
+    """Stand-ins for the backward's example inputs: one element on the right device and of
+    the right dtype, expanded to the shape (the runtime reads shape, dtype, device, numel
+    and element size of them; a fake tensor mode costs more to set up)."""
+    return [torch.empty((), dtype=dtype, device=device).expand(shape)
+            for shape, _, dtype, device, _ in metas]
 
 
 class _Fixed:
@@ -188,7 +187,7 @@ def load_entry(data: bytes, fn: Callable[..., Any], counter: SavedBytesCounter,
         training.fw_gm = training.bw_gm = _no_graph()
         training.plain = is_plain(forward)
         training._fw = _load_graph(fw_compiler, state["fw"])
-        training._bw_examples = _fakes(state["bw_examples"])
+        training._bw_examples = _examples(state["bw_examples"])
         training._bw_compiler = _Fixed(bw)
         training._bw_shared = {None: bw}
         training._bw = bw

@@ -79,11 +79,14 @@ class InductorCompiler:
 
     def save_compiled(self, compiled: Any, gm: torch.fx.GraphModule) -> Any:
         """The on-disk form of a graph this compiled (`runtime/graph_cache.py`)."""
-        return graph_cache.save_compiled(compiled, gm)
+        with config.patch(self.values):  # NOTE: the plan cache's key reads the options
+            return graph_cache.save_compiled(compiled, gm)
 
     def load_compiled(self, state: Any) -> Any:
-        """The compiled graph `save_compiled` described, without compiling."""
-        return graph_cache.load_compiled(state)
+        """The compiled graph `save_compiled` described, without compiling (its kernels
+        looked up under this compiler's options: compiler, flags)."""
+        with config.patch(self.values):
+            return graph_cache.load_compiled(state)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, InductorCompiler) and other._frozen == self._frozen
