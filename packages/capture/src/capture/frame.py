@@ -26,7 +26,7 @@ import guards
 import torch
 from guards.sources import LocalSource, Source
 
-from capture import backends, config, logs, resume, runtime_checks
+from capture import backends, config, graph_errors, logs, resume, runtime_checks
 from capture.bytecode import codegen, versions
 from capture.bytecode.instructions import format_code
 from capture.graph_break import BackendCompilerFailed, GraphBreakKind, Unsupported, unsupported
@@ -246,8 +246,25 @@ class CompiledFunction:
         G = self.f_globals
         for entry in self.cache._entries:
             if entry.check(L, G):
-                return entry.value(*args, **kwargs)
+                try:
+                    return entry.value(*args, **kwargs)
+                except Exception as error:
+                    if not graph_errors.claim(error, self.code):
+                        raise
+                # NOTE: outside the except block: eager's exception is not chained to it
+                return self.fn(*args, **kwargs)
         return self._miss(args, kwargs, L)
+
+    def _run_entry(self, fn: Callable[..., Any], args: tuple[Any, ...],
+                   kwargs: dict[str, Any]) -> Any:
+        """Call an entry's function; its graph's run-time exception runs the function
+        eagerly instead when `graph_errors` says so."""
+        try:
+            return fn(*args, **kwargs)
+        except Exception as error:
+            if not graph_errors.claim(error, self.code):
+                raise
+        return self.fn(*args, **kwargs)
 
     def __get__(self, obj: object, objtype: type | None = None) -> Any:
         if obj is None:
@@ -265,7 +282,7 @@ class CompiledFunction:
         if len(cache):
             hit = cache.lookup(L, G)
             if hit is not None:
-                return hit(*args, **kwargs)
+                return self._run_entry(hit, args, kwargs)
             reasons = [guards.explain(e.tree, L, G) or "?" for e in cache.entries]
             if len(cache) >= self.limit:
                 if not self._warned_limit:
@@ -295,7 +312,7 @@ class CompiledFunction:
                 )
         with guards.config.patch(self.options.guards) if self.options.guards else _no_patch:
             entry_fn = self._compile(L)
-        return entry_fn(*args, **kwargs)
+        return self._run_entry(entry_fn, args, kwargs)
 
     def _compile(self, L: dict[str, object]) -> Callable[..., Any]:
         marker = f"{self.frame_id}/{len(self.cache)}"
@@ -500,7 +517,10 @@ def _trace_and_codegen(
         if cf.option("verbose") or logs.graph_log.isEnabledFor(logging.DEBUG):
             logs.verbose_print("graph", marker, gm.print_readable(print_output=False))
         example_inputs = [example for _, example, _ in output.inputs]
-        compiled = _call_backend(cf, gm, example_inputs)
+        replays = not output.side_effects.is_empty()
+        compiled = _call_backend(cf, gm, example_inputs, replays)
+        if graph_errors.needs_guard(gm, replays):
+            compiled = graph_errors.guard_graph(compiled, gm, code)
         pre = codegen.CodeBuilder(code)
         pre.load_callable(compiled)
         for source, _, _ in output.inputs:
@@ -511,12 +531,20 @@ def _trace_and_codegen(
     return codegen.assemble(code, body), gm
 
 
+#: Autograd's error for a tensor saved for backward and changed in place afterwards.
+_SAVED_TENSOR_CHANGED = "needed for gradient computation has been modified by an inplace operation"
+
+
 def _call_backend(
-    cf: CompiledFunction, gm: torch.fx.GraphModule, example_inputs: list[Any]
+    cf: CompiledFunction, gm: torch.fx.GraphModule, example_inputs: list[Any],
+    replays_effects: bool = False,
 ) -> Callable[..., Any]:
     """The backend's compiled callable for `gm`; a backend failure (it raises, or returns no
     callable) is logged and the graph runs eagerly under `suppress_errors`, else it raises
-    `BackendCompilerFailed` naming the backend."""
+    `BackendCompilerFailed` naming the backend. A failure that is the program's own error
+    (eager raises it too) in a frame with side effects to replay (`replays_effects`) makes
+    the whole function run eagerly: a graph run eagerly could change an input in place before
+    it raises, and the effects before the error would be lost."""
     _state.compiling = False
     grad_mode = torch.is_grad_enabled()
     # NOTE: the graph is called first thing in the transformed code, so in the caller's grad
@@ -536,7 +564,19 @@ def _call_backend(
                         "graph eagerly (suppress_errors)", cf.backend_name, cf.code.co_name,
                         type(e).__name__, e)
             return backends.eager(gm, example_inputs)
+        if isinstance(e, RuntimeError) and _SAVED_TENSOR_CHANGED in str(e):
+            # NOTE: the program changes in place a tensor an earlier op saved for backward:
+            # eager raises only if that backward runs, while a joint trace differentiates
+            # every output now. The graph runs eagerly (the error, if any, comes as eager's).
+            log.info("[%d] %s: a tensor saved for backward is changed in place; running the "
+                     "graph eagerly", cf.frame_id, cf.code.co_name)
+            return backends.eager(gm, example_inputs)
         if _raises_eagerly(gm, example_inputs, type(e)):
+            if replays_effects:
+                raise unsupported(
+                    GraphBreakKind.EXCEPTION,
+                    f"the graph raises {type(e).__name__} for its example inputs: {e}",
+                ) from e
             # NOTE: the program's own error (an in-place write to a leaf that requires grad,
             # say), found by a backend that traces with autograd: eager raises it too, so the
             # graph runs eagerly and raises it for real on each call.

@@ -1,0 +1,130 @@
+"""A compiled graph that raises at run time: the frame runs again eagerly, so the user gets
+eager's exception together with every Python side effect eager made before it.
+
+The transformed code calls the frame's graph first and replays the recorded Python side
+effects (list appends, attribute and global writes) after it. When the graph raises (an
+overlapping in-place copy, an index out of range, a failed runtime assert), the replay never
+runs, yet eager would have made the effects that come before the failing op in program order.
+Nothing observable has happened in the frame before the graph call, so running the original
+function eagerly from the start gives exactly eager's behaviour, provided the failed graph
+run left no trace either:
+
+- no tensor input changed in place (their version counters are compared: the eager backend
+  runs in-place ops one by one, functionalized backends write mutations back only at the end);
+- grad mode is restored to the one the call started in (the eager backend runs a graph's
+  `torch._C._set_grad_enabled` nodes as it goes);
+- the CPU random-number state is restored when the graph draws random numbers.
+
+When an input did change, the exception is raised as it is (the side effects before it are
+then lost: a known gap). Only graphs of frames with side effects to replay or grad-mode
+switches are wrapped (the others lose nothing when they raise), so plain frames pay nothing.
+
+Protocol: `guard_graph(...)` wraps the backend's callable; when it raises and a rerun is
+sound, the exception is marked with the frame's code object. The frame wrapper
+(`CompiledFunction`) catches exceptions of its entry, and `claim(error, code)` says whether
+to run the function eagerly instead of letting the exception through.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.fx
+
+__all__ = ["claim", "guard_graph", "needs_guard"]
+
+log = logging.getLogger("capture")
+
+#: The attribute of a marked exception: the code object of the frame to run eagerly.
+_MARK = "_capture_rerun_eagerly"
+
+# NOTE: a name with one of these in it may draw random numbers (false positives only cost a
+# saved RNG state per call).
+_RANDOM_WORDS = ("rand", "dropout", "bernoulli", "multinomial", "normal", "uniform",
+                 "exponential", "cauchy", "geometric", "poisson")
+
+
+def _name(target: object) -> str:
+    if isinstance(target, str):
+        return target.lower()
+    return str(getattr(target, "__name__", target)).lower()
+
+
+def _switches_grad_mode(gm: torch.fx.GraphModule) -> bool:
+    return any(n.op == "call_function" and n.target is torch._C._set_grad_enabled
+               for n in gm.graph.nodes)
+
+
+def _draws_random(gm: torch.fx.GraphModule) -> bool:
+    for node in gm.graph.nodes:
+        if node.op == "call_module":
+            return True  # NOTE: not looked into: assume it may
+        if node.op in ("call_function", "call_method"):
+            name = _name(node.target)
+            if any(word in name for word in _RANDOM_WORDS):
+                return True
+    return False
+
+
+def needs_guard(gm: torch.fx.GraphModule, has_side_effects: bool) -> bool:
+    """Whether a run-time exception of `gm` could lose state eager would have: the frame
+    replays side effects after the graph, or the graph switches grad mode."""
+    return has_side_effects or _switches_grad_mode(gm)
+
+
+def guard_graph(compiled: Callable[..., Any], gm: torch.fx.GraphModule,
+                code: object) -> Callable[..., Any]:
+    """`compiled`, whose exceptions are marked for an eager rerun of the frame of `code`
+    when the failed run left no trace (see the module doc)."""
+    random = _draws_random(gm)
+    tensor = torch.Tensor
+    is_grad_enabled = torch.is_grad_enabled
+
+    def run_graph(*args: Any) -> Any:
+        grad = is_grad_enabled()
+        try:
+            versions: list[int] | None = [a._version for a in args if isinstance(a, tensor)]
+        except RuntimeError:  # NOTE: inference tensors have no version counter
+            versions = None
+        rng = torch.get_rng_state() if random else None
+        try:
+            return compiled(*args)
+        except Exception as error:
+            torch._C._set_grad_enabled(grad)
+            if versions is not None and versions == [
+                    a._version for a in args if isinstance(a, tensor)]:
+                if rng is not None:
+                    torch.set_rng_state(rng)
+                _mark(error, code)
+            else:
+                log.debug("capture: a graph of %s raised %s after changing an input in place; "
+                          "side effects before it are not replayed", getattr(code, "co_name", "?"),
+                          type(error).__name__)
+            raise
+
+    return run_graph
+
+
+def _mark(error: BaseException, code: object) -> None:
+    try:
+        setattr(error, _MARK, code)
+    except (AttributeError, TypeError):
+        pass  # NOTE: an exception without attributes: raised as it is
+
+
+def claim(error: BaseException, code: object) -> bool:
+    """Whether `error` was raised by the graph of `code`'s frame and that frame should run
+    eagerly instead (the mark is removed: an outer frame never acts on it)."""
+    if getattr(error, _MARK, None) is not code:
+        return False
+    try:
+        delattr(error, _MARK)
+    except AttributeError:
+        pass
+    log.info("capture: the compiled graph of %s raised %s; running the function eagerly for "
+             "eager's exception and side effects", getattr(code, "co_name", "?"),
+             type(error).__name__)
+    return True
