@@ -405,3 +405,34 @@ def break_in_a_nested_call(x):
 
 def test_break_in_the_argument_of_a_pending_call():
     run_both(break_in_a_nested_call, [(t(4),), (t(4, seed=1),)])
+
+
+def grouped_then_break(w):
+    from torch.utils._foreach_utils import _group_tensors_by_device_and_dtype
+
+    grads = [w * 1]
+    grouped = _group_tensors_by_device_and_dtype([grads])
+    print("grouped")
+    for (_, _), ([tensors], _) in grouped.items():
+        torch._foreach_mul_(tensors, 0.5)
+    return grads[0]
+
+
+def test_a_torch_helper_returning_tensors_in_a_dict_never_passes_fake_tensors_on():
+    # NOTE: its result once became a constant holding the trace's fake tensors, which the
+    # resume function then received in place of the real ones (silently wrong results).
+    run_both(grouped_then_break, [(t(3),), (t(3, seed=1),)])
+
+
+def test_clip_grad_norm_through_breaks_in_no_grad_blocks():
+    def clip(w):
+        torch.nn.utils.clip_grad_norm_([w], 0.1)
+        return w * 2
+
+    capture.reset()
+    compiled = capture.optimize(clip, backend=CountingBackend())
+    for seed in range(3):
+        w_e, w_c = t(3, seed=seed, requires_grad=True), t(3, seed=seed, requires_grad=True)
+        w_e.grad, w_c.grad = t(3, seed=seed + 7), t(3, seed=seed + 7)
+        assert_same(compiled(w_c), clip(w_e))
+        assert_same(w_c.grad, w_e.grad, "clipped grad")

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from bytecode import Bytecode, Label
 from bytecode.instr import Instr, TryBegin, TryEnd
+from torch._subclasses.fake_tensor import FakeTensor
 
 from capture.bytecode import codegen, versions
 from capture.bytecode.instructions import Instruction, decode, exception_handler
@@ -157,6 +158,7 @@ def emit_break(
     iter_slots: set[int] = set()
     grad_modes = {slot: _grad_exit_mode(tx, value) for slot, value in enumerate(tx.stack)}
     exit_temps = _leave_grad_blocks(tx, grad_modes)
+    operands = len(tx.stack) - _operand_count(tx, ins)
     for slot, value in enumerate(tx.stack):
         wrapped = _compiled_callee(value, compile_callee) if slot == callee else None
         if grad_modes[slot] is not None:
@@ -166,11 +168,20 @@ def emit_break(
             callee_temp = _new_temp(cg)
             cg.store_fast(callee_temp)
             stack_temps.append(callee_temp)
-        elif (remaining := _remaining_items(value)) is not None:
+        elif (remaining := _remaining_items(value)) is not None and slot < operands:
             # NOTE: a `for` loop's iterator: passed on as the tuple of the items it has
             # left; the resume function's prologue turns it back into an iterator.
             stack_temps.append(_keep(cg, TupleValue(remaining)))
             iter_slots.add(slot)
+        elif remaining is not None:
+            # NOTE: an operand of the instruction run for real (a comprehension's iterator):
+            # a real iterator over the items left.
+            cg.load_callable(iter)
+            cg.reconstruct(TupleValue(remaining))
+            cg.call_function(1)
+            iter_temp = _new_temp(cg)
+            cg.store_fast(iter_temp)
+            stack_temps.append(iter_temp)
         else:
             stack_temps.append(_keep(cg, value))
     # NOTE: a resume function's stack arguments are dead once its prologue ran.
@@ -378,10 +389,24 @@ def _keep(cg: codegen.CodeBuilder, value: Value) -> str | None:
         cg.build_tuple(len(value.defaults))
         cg.call_function(3)
     else:
+        if isinstance(value, ConstantValue) and _holds_fake(value.value):
+            raise Unsupported(GraphBreakKind.UNSUPPORTED_OBJECT,
+                              "a constant holding a traced tensor at a graph break")
         cg.reconstruct(value)
     temp = _new_temp(cg)
     cg.store_fast(temp)
     return temp
+
+
+def _holds_fake(obj: object) -> bool:
+    """Whether `obj` is or holds a fake tensor (a value of the trace, never of the program)."""
+    if isinstance(obj, FakeTensor):
+        return True
+    if isinstance(obj, dict):
+        return any(_holds_fake(k) or _holds_fake(v) for k, v in obj.items())
+    if isinstance(obj, (tuple, list, set, frozenset)):
+        return any(_holds_fake(x) for x in obj)
+    return False
 
 
 def _load(cg: codegen.CodeBuilder, temp: str | None) -> None:
@@ -401,6 +426,18 @@ def _call_temp(cg: codegen.CodeBuilder, fn_temp: str, args: list[str | None]) ->
         _load(cg, temp)
     cg.call_function(len(args))
     cg.instrs.append(Instr("RETURN_VALUE"))
+
+
+def _operand_count(tx: Translator, ins: Instruction) -> int:
+    """How many stack items the instruction at the break consumes."""
+    if ins.opname in _BRANCHES:
+        return 1
+    assert ins.arg is not None
+    if ins.opname == "CALL_FUNCTION_EX":
+        return 3 + (ins.arg & 1)
+    if ins.opname == "CALL_KW":
+        return ins.arg + 3
+    return ins.arg + 2
 
 
 def _emit_call(cg: codegen.CodeBuilder, tx: Translator, ins: Instruction) -> int:

@@ -249,6 +249,7 @@ def call_torch(
             raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, f"{name} returned a real tensor")
         if isinstance(result, SYMBOLIC_TYPES):
             return ConstantValue(static_value(result)[1])
+        _refuse_hidden_tensors(str(name), result)
         return ConstantValue(result)
     node = _make_node(tx, fn, args, kwargs, method, result)
     return wrap_result(tx, node, result)
@@ -332,6 +333,25 @@ def _has_fake(result: Any) -> bool:
     return False
 
 
+def _refuse_hidden_tensors(name: str, result: Any) -> None:
+    """A result that would become a constant may not hold (fake) tensors in a container
+    `wrap_result` does not take apart (a dict of lists of tensors, say): a constant of fake
+    tensors would reach the code after a graph break in place of the real ones."""
+
+    def holds(obj: Any) -> bool:
+        if isinstance(obj, torch.Tensor):
+            return True
+        if isinstance(obj, dict):
+            return any(holds(k) or holds(v) for k, v in obj.items())
+        if isinstance(obj, (tuple, list, set, frozenset)):
+            return any(holds(x) for x in obj)
+        return False
+
+    if holds(result):
+        raise unsupported(GraphBreakKind.UNSUPPORTED_CALL,
+                          f"{name} returned tensors inside a {type(result).__name__}")
+
+
 def wrap_result(tx: Translator, node: torch.fx.Node, result: Any) -> Value:
     """Values for the (fake) result of `node`: tensors, or tuples/lists of them."""
     if isinstance(result, torch.Tensor):
@@ -350,6 +370,7 @@ def wrap_result(tx: Translator, node: torch.fx.Node, result: Any) -> Value:
                 )
                 items.append(wrap_result(tx, sub, item))
             else:
+                _refuse_hidden_tensors(str(node.target), item)
                 items.append(ConstantValue(static_value(item)[1]))
         if isinstance(result, list):
             return ListValue(items)
