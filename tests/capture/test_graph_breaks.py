@@ -267,8 +267,66 @@ def break_inside_try(x):
     return y + 1
 
 
-def test_break_inside_try_runs_the_frame_eagerly_with_eager_results():
-    run_both(break_inside_try, [(t(3),), (t(3, seed=1),)], graphs=0, compare_torch=False)
+def test_break_inside_try():
+    # NOTE: torch.compile runs a frame with a break inside `try` eagerly (0 graphs)
+    run_both(break_inside_try, [(t(3),), (t(3, seed=1),)], graphs=2)
+    assert _count_torch_graphs(break_inside_try, [(t(3),)]) == 0
+
+
+@capture.disable
+def _raises_if_positive(y):
+    if y.sum() > 0:
+        raise ValueError("positive")
+    return y * 3
+
+
+def break_that_may_raise_inside_try(x, log):
+    y = x * 2
+    try:
+        z = _raises_if_positive(y)
+        z = z + 1
+    except ValueError as e:
+        log.append(str(e))
+        z = y - 1
+    finally:
+        log.append("finally")
+    return z * 2
+
+
+def test_exception_at_a_break_inside_try_goes_to_the_handler():
+    # NOTE: the exception continues in a resume function entered at the handler
+    pos, neg = t(3).abs() + 0.1, -t(3).abs() - 0.1
+    run_both(break_that_may_raise_inside_try, [(pos, []), (neg, []), (pos, []), (neg, [])])
+
+
+def break_in_no_grad_in_try(x):
+    try:
+        with torch.no_grad():
+            y = x * 2
+            z = _raises_if_positive(y)
+    except ValueError:
+        z = x * 5
+    return z + x, torch.is_grad_enabled()
+
+
+def test_exception_at_a_break_in_no_grad_inside_try_leaves_the_block_first():
+    pos, neg = t(3).abs() + 0.1, -t(3).abs() - 0.1
+    run_both(break_in_no_grad_in_try,
+             [(pos.requires_grad_(),), (neg.requires_grad_(),), (pos,), (neg,)])
+    assert torch.is_grad_enabled()
+
+
+def break_inside_except(x):
+    try:
+        raise KeyError("k")
+    except KeyError:
+        y = x * 2
+        print("in except")
+    return y + 1
+
+
+def test_break_inside_an_except_clause_runs_the_frame_eagerly():
+    run_both(break_inside_except, [(t(3),), (t(3, seed=1),)], graphs=0)
 
 
 def _helper_with_print(y):

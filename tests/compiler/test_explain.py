@@ -31,16 +31,16 @@ def test_explain_counts_graphs_and_names_the_break():
     torch.testing.assert_close(branchy(a, b), a / (a.abs() + 1) * b.abs())
 
 
-def in_try(x):
+def in_except(x):
     try:
-        print("inside try")
+        raise KeyError("k")
+    except KeyError:
+        print("inside except")  # a break in a handler: the frame runs eagerly
         return x + 1
-    finally:
-        pass
 
 
 def test_explain_reports_a_frame_left_to_eager():
-    out = compiler.explain(in_try)(torch.ones(2))
+    out = compiler.explain(in_except)(torch.ones(2))
     assert out.graph_count == 0
     assert out.break_reasons and out.break_reasons[0].whole_frame_eager
     assert "frame runs eagerly" in str(out)

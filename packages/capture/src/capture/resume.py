@@ -8,13 +8,14 @@ what a resume function returns when called with the resulting stack and the live
 A resume function is the original code entered at the next instruction (one per branch
 target for a jump); it is compiled on its first call like any other frame.
 
-Breaks are taken only in the root frame, outside `try` blocks, and at calls and
-conditional jumps; anywhere else the frame runs eagerly as a whole. Inside a `for` loop the
-iterator travels to the resume function as the tuple of its remaining items (one resume
+Breaks are taken only in the root frame, at calls and conditional jumps, outside `except`
+and `finally` handlers; anywhere else the frame runs eagerly as a whole. Inside a `for` loop
+the iterator travels to the resume function as the tuple of its remaining items (one resume
 function per later iteration); inside grad-mode `with` blocks (`no_grad`, `enable_grad`,
-`set_grad_enabled`) the graph ends in the frame's entry mode, the blocks are entered again
-for real around the unsupported instruction (left again if it raises), and the resume
-function gets their exits on its stack, as the original code expects.
+`set_grad_enabled`) the graph ends in the frame's entry grad mode, the blocks are entered
+again for real (`GradModeExit`) and the resume function gets their exits on its stack, as the
+original code expects. Inside `try`/`with` blocks an exception of the call continues in a
+resume function entered at the block's handler (which leaves the re-entered blocks).
 """
 
 from __future__ import annotations
@@ -75,25 +76,16 @@ def break_point(code: types.CodeType, error: Unsupported) -> BreakPoint | None:
     opname = decode(code)[index].opname
     if opname not in _CALLS and opname not in _BRANCHES:
         return None
-    if not _only_with_blocks(code, index) or code.co_cellvars:
+    if not _breakable(code, index) or code.co_cellvars:
         return None
     return BreakPoint(index, visit, opname in _CALLS and len(error.where) > 1)
 
 
-def _only_with_blocks(code: types.CodeType, index: int) -> bool:
-    """Whether every block open at instruction `index` is a `with` block (no `try`)."""
-    instructions = decode(code)
+def _breakable(code: types.CodeType, index: int) -> bool:
+    """Whether instruction `index` is in the body of `try` and `with` blocks (or none), not
+    in an `except`/`finally` handler, whose exception state a resume function lacks."""
     entry = exception_handler(code, index)
-    while entry is not None:
-        head = [ins.opname for ins in instructions[entry.target : entry.target + 2]]
-        if head != ["PUSH_EXC_INFO", "WITH_EXCEPT_START"]:
-            return False
-        # NOTE: the with-handler's own cleanup is covered by the enclosing block's handler.
-        cleanup = exception_handler(code, entry.target)
-        if cleanup is None:
-            return True
-        entry = exception_handler(code, cleanup.target)
-    return True
+    return entry is None or decode(code)[entry.target].opname == "PUSH_EXC_INFO"
 
 
 class GradModeExit:
@@ -115,13 +107,6 @@ def make_function(code: types.CodeType, f_globals: dict[str, object],
     fn = types.FunctionType(code, f_globals, code.co_name, defaults or None)
     fn.__qualname__ = code.co_qualname
     return fn
-
-
-def exit_blocks(error: BaseException, *exits: Callable[..., object]) -> BaseException:
-    """Leave the re-entered `with` blocks (innermost first) as `error` propagates."""
-    for exit_fn in reversed(exits):
-        exit_fn(type(error), error, error.__traceback__)
-    return error
 
 
 def _grad_exit_mode(tx: Translator, value: Value) -> bool | None:
@@ -231,7 +216,10 @@ def emit_break(
         args: list[str | None] = [t for t in rest if t is not None]
         _call_temp(cg, chosen, args + list(local_temps.values()))
         return
-    if exit_temps:
+    entry = exception_handler(tx.code, tx.ip)
+    if entry is not None:
+        # NOTE: inside `try`/`with` blocks: an exception of the call continues in a resume
+        # function entered at the block's handler, with the stack the handler expects.
         handler = Label()
         begin = TryBegin(handler, push_lasti=False)
         cg.instrs.append(begin)  # type: ignore[arg-type]  # bytecode's pseudo-instruction
@@ -239,7 +227,20 @@ def emit_break(
         cg.instrs.append(TryEnd(begin))  # type: ignore[arg-type]
         after = Label()
         cg.instrs.append(Instr("JUMP_FORWARD", after))
-        _emit_exit_handler(cg, handler, list(exit_temps.values()))
+        cg.instrs.append(handler)  # type: ignore[arg-type]  # a label
+        error = _new_temp(cg)
+        cg.store_fast(error)
+        below = [t for t in stack_temps[: entry.depth] if t is not None]
+        if entry.lasti:
+            lasti = _new_temp(cg)
+            cg.load_const(ins.offset)
+            cg.store_fast(lasti)
+            below.append(lasti)
+        nstack = entry.depth + int(entry.lasti) + 1
+        on_error = _new_temp(cg)
+        cg.load_object(resume_at(entry.target, nstack, entry.depth))
+        cg.store_fast(on_error)
+        _call_temp(cg, on_error, [*below, error, *local_temps.values()])
         cg.instrs.append(after)  # type: ignore[arg-type]
     else:
         popped = _emit_call(cg, tx, ins)
@@ -293,20 +294,6 @@ def _leave_grad_blocks(tx: Translator, grad_modes: dict[int, bool | None]) -> di
         tx.output.create_node("call_function", torch._C._set_grad_enabled, (entry_mode,), {},
                               None)
     return {slot: _new_temp() for slot in slots}
-
-
-def _emit_exit_handler(cg: codegen.CodeBuilder, handler: Label, exit_temps: list[str]) -> None:
-    """At `handler` (the raised exception on the stack): leave the re-entered blocks and
-    raise it again."""
-    cg.instrs.append(handler)  # type: ignore[arg-type]  # a label
-    error = _new_temp(cg)
-    cg.store_fast(error)
-    cg.load_callable(exit_blocks)
-    cg.load_fast(error)
-    for temp in exit_temps:
-        cg.load_fast(temp)
-    cg.call_function(1 + len(exit_temps))
-    cg.instrs.append(Instr("RAISE_VARARGS", 1))
 
 
 def _new_temp(cg: codegen.CodeBuilder | None = None) -> str:
