@@ -303,3 +303,20 @@ def test_views_with_storage_offsets_and_mutation(backend: str) -> None:
         y = x.clone()
         torch.testing.assert_close(fn(x), f(y))
         torch.testing.assert_close(x, y)
+
+
+def test_shape_tuple_arithmetic_stays_symbolic() -> None:
+    """`x.shape[:-1] + (2, d // 2)` (transformers' reshapes) keeps the sizes symbolic: the
+    tuple is built, not specialized to its value."""
+    compiler.reset()
+    counting = Counting("eager")
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        shape = (-1,) + x.shape[1:-1] + (2, x.size(-1) // 2)
+        return x.reshape(shape).sum(-2)
+
+    fn = compiler.compile(f, backend=counting)
+    for n in (3, 4, 5, 6, 7):
+        x = torch.randn(2, n, 8)
+        torch.testing.assert_close(fn(x), f(x))
+    assert counting.count == 2

@@ -79,11 +79,16 @@ _DUNDER = {
 }
 
 
-def python_constant(value: Value) -> tuple[bool, Any]:
-    """(True, obj) if `value` is fully known as a Python object (containers included)."""
+def python_constant(value: Value, specialize_sizes: bool = True) -> tuple[bool, Any]:
+    """(True, obj) if `value` is fully known as a Python object (containers included).
+
+    A number computed from input sizes is specialized to its value (guarded) when it is the
+    value itself, not when it is inside a container (`shape[1:] + (d,)` stays symbolic)."""
     if isinstance(value, ConstantValue):
         return True, value.value
     if isinstance(value, SymNodeValue):
+        if not specialize_sizes:
+            return False, None
         # NOTE: a number of input sizes needed as a Python object (a format, a list index):
         # specialized to its value, which the ShapeEnv guards; tensor data stays unknown.
         number = specialize(value)
@@ -91,7 +96,7 @@ def python_constant(value: Value) -> tuple[bool, Any]:
     if isinstance(value, (TupleValue, ListValue)):
         items = []
         for item in value.items:
-            ok, obj = python_constant(item)
+            ok, obj = python_constant(item, False)
             if not ok:
                 return False, None
             items.append(obj)
@@ -105,7 +110,7 @@ def python_constant(value: Value) -> tuple[bool, Any]:
     if isinstance(value, DictValue):
         out = {}
         for key, (_, item) in value.items.items():
-            ok, obj = python_constant(item)
+            ok, obj = python_constant(item, False)
             if not ok:
                 return False, None
             out[key] = obj
