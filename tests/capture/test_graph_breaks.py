@@ -471,7 +471,7 @@ def grouped_then_break(w):
     grads = [w * 1]
     grouped = _group_tensors_by_device_and_dtype([grads])
     print("grouped")
-    for (_, _), ([tensors], _) in grouped.items():
+    for [tensors], _ in grouped.values():
         torch._foreach_mul_(tensors, 0.5)
     return grads[0]
 
