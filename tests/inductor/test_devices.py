@@ -1,6 +1,6 @@
-"""Graphs with tensors on a device other than the CPU run op by op in ATen: the generated
-kernels are C++ for the CPU, and a GPU (or meta) pointer handed to one would crash the
-process. The meta device stands in for CUDA on machines without a GPU."""
+"""Graphs with tensors on a device no target generates kernels for (meta; CUDA without
+Triton) run op by op in ATen: a C++ kernel handed a GPU or meta pointer would crash the
+process. CUDA graphs go to the Triton target where Triton is installed (the GPU test)."""
 
 from __future__ import annotations
 

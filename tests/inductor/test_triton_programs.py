@@ -236,3 +236,18 @@ def kernelc0309a40d2bbfad0(in_ptr0, in_ptr1, in_ptr2, out_ptr0, XBLOCK: tl.const
 def test_triton_kernels_helper_sees_only_triton() -> None:
     compiled = check(lambda x: x + 1, [randn(3)])
     assert len(triton_kernels(compiled)) == 1
+
+
+def test_a_missing_triton_is_a_clear_error(monkeypatch: Any) -> None:
+    import pytest
+    from inductor import targets
+
+    monkeypatch.setattr(targets, "triton_available", lambda: False)
+    with config.patch(cpu_backend="triton"), pytest.raises(RuntimeError,
+                                                           match="pip install triton"):
+        targets.target_for(torch.device("cpu"))
+    with pytest.raises(RuntimeError, match="pip install triton"):
+        targets.target_for(torch.device("cuda"))
+    assert not targets.has_target(torch.device("cuda"))
+    with config.patch(cpu_backend="cuda-please"), pytest.raises(ValueError, match="cpu_backend"):
+        targets.target_for(torch.device("cpu"))
