@@ -47,7 +47,13 @@ STATIC_ATTR = "_capture_static_dims"
 STATIC_MODULE_ATTR = "_capture_static_module"
 
 
-#: The class of the ShapeEnv's `source` arguments (its API asks for one per symbol).
+#: The class of the ShapeEnv's `source` arguments: `ShapeEnv.create_symbol` asks for one
+#: per symbol and calls its `name()`. NOTE: the class is torch's guard-source base
+#: (`torch._guards.Source`, which the ShapeEnv module imports); we use the ShapeEnv (DESIGN.md)
+#: and so this one type of its API, read from the ShapeEnv's module as that module sees it,
+#: subclassed only to label our symbols. Nothing else of `torch._guards` is used: our guards
+#: are `capture/shape_guards.py` + the `guards` package. (Read through `vars` because the
+#: module does not re-export the name for `mypy --strict`.)
 _ShapeEnvSource: Any = vars(symbolic_shapes)["Source"]
 
 
