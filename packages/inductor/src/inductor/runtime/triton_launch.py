@@ -5,8 +5,8 @@ block sizes give.
 On a GPU a kernel with several candidate configurations (`TritonKernel.configs`: block
 sizes and warps) times each on its first call with CUDA events and keeps the fastest; the
 winner is written beside the module (`<name>.best`), so a warm start neither tunes nor
-re-times. A kernel that reads a buffer it writes is never run twice: it takes the first
-configuration. After the first launch, later calls go through the compiled kernel directly
+re-times. A kernel that reads a buffer it writes (by name, or through arguments that share
+memory at run time) is never run twice: it takes the first configuration. After the first launch, later calls go through the compiled kernel directly
 (skipping the JIT's argument binding) while the arguments keep the first call's alignment.
 """
 
@@ -56,6 +56,16 @@ def _import(kernel: TritonKernel, path: Path) -> Any:
         interpret_triton_library()
     spec.loader.exec_module(module)
     return getattr(module, kernel.name)
+
+
+def _overlapping(args: Sequence[Any]) -> bool:
+    """Whether two tensor arguments share memory (a buffer reused under another name, or an
+    alias an ATen call returned): then a kernel may read what it writes, and timing it by
+    running it again would compute from its own output."""
+    spans = sorted((a.untyped_storage().data_ptr(), a.untyped_storage().nbytes())
+                   for a in args if isinstance(a, torch.Tensor))
+    return any(start < prev + size_prev for (prev, size_prev), (start, _) in
+               zip(spans, spans[1:]))
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -126,7 +136,7 @@ class Launcher:
         k = self.kernel
         configs = k.configs
         if (k.interpret or len(configs) == 1 or k.inplace or not config.options.triton_autotune
-                or not torch.cuda.is_available()):
+                or not torch.cuda.is_available() or _overlapping(args)):
             return configs[0]
         times: list[tuple[float, tuple[int, int, int]]] = []
         for cfg in configs:
