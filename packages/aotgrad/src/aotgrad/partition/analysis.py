@@ -166,12 +166,14 @@ def is_cheap(node: fx.Node) -> bool:
 
 
 # NOTE: the ops whose FLOPs dwarf the bytes they move; recomputing them is what a budget
-# below the relaxed cuts pays for (`budget.BudgetPlanner.relaxed_cuts`).
+# below the relaxed cuts pays for (`budget.BudgetPlanner.relaxed_cuts`). The CPU flash
+# attention kernel is not among them, as in torch's partitioner: its relaxed cut recomputes
+# attention on the CPU (saving q, k, v instead of the output and its logsumexp), and a
+# budget must never save more than torch.compile's at the same value.
 _COMPUTE_INTENSIVE = frozenset({
     "mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "convolution", "_convolution",
     "convolution_backward", "mkldnn_convolution", "_scaled_mm",
-    "_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_for_cpu",
-    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+    "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
     "_flash_attention_forward", "_efficient_attention_forward", "upsample_bilinear2d",
 })
 
