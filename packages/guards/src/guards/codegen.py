@@ -171,6 +171,8 @@ def _id(check: IdMatch, var: str, out: Emitter) -> None:
     if check.holds_object():
         # NOTE: `is` on a closure constant is cheaper than calling id().
         out.require(f"{var} is {out.const(check.obj, 'obj')}")
+    elif check.target_id == id(None):
+        out.require(f"{var} is None")  # NOTE: IdMatch.of(None) cannot hold its object
     else:
         out.require(f"id({var}) == {check.target_id}")
 
@@ -397,9 +399,27 @@ def _relation(check: RelationCheck, var: str, out: Emitter) -> None:
     out.require(check.relation.render(SYMBOL_PREFIX))
 
 
+#: Checks whose generated condition reads the checked value exactly once and emits no
+#: statement: a leaf accessor with only these is read inside the condition itself.
+_READ_ONCE = (TypeMatch, IdMatch, LengthMatch, KeyAbsent, DictKeysMatch, NotNone)
+
+
+def _inlinable(node: GuardNode) -> bool:
+    """A leaf accessor with one check that reads its value once: `len(v0._hooks) == 0` needs
+    no local variable (and joins the surrounding requirements in one `if`)."""
+    return (not node.children and len(node.checks) == 1
+            and type(node.checks[0]) in _READ_ONCE)
+
+
 def _emit_node(node: GuardNode, base: str, out: Emitter,
                args: dict[str, str] | None = None) -> None:
     source = node.source
+    if (args is None or not isinstance(source, LocalSource)) and not isinstance(
+            source, ConstSource) and _inlinable(node):
+        out.subject = source.name()
+        check = node.checks[0]
+        EMITTERS[type(check)](check, f"({source.code(base, out.const)})", out)
+        return
     if args is not None and isinstance(source, LocalSource):
         if source.local not in args:
             out.require("False")  # NOTE: an absent local, as a KeyError on L would be
