@@ -98,6 +98,15 @@ _REFUSED: dict[object, str] = {
     torch.initial_seed: "reading the RNG seed inside a compiled function",
     torch.seed: "reseeding the RNG inside a compiled function",
 }
+# NOTE: in-place changes of a tensor's shape or strides: the functionalizing backends cannot
+# give a graph input new metadata, so these run eagerly (a graph break) on every backend.
+# (`resize_` is not here: the wrapper resizes a mutated input; see aotgrad's runtime.)
+_METADATA_IN_PLACE = ("t_", "transpose_", "swapdims_", "swapaxes_", "squeeze_", "unsqueeze_",
+                      "as_strided_")
+for _name in _METADATA_IN_PLACE:
+    _method = getattr(torch.Tensor, _name, None)
+    if _method is not None:
+        _REFUSED[_method] = f"Tensor.{_name}() (an in-place change of shape or strides)"
 _HINT_RUN_EAGERLY = ("This call changes autograd or RNG state outside the graph, so it runs "
                      "eagerly; move it out of the compiled function to compile the rest.")
 _REFUSED_HINTS = {
@@ -111,6 +120,13 @@ _REFUSED_HINTS = {
     torch.initial_seed: _HINT_RUN_EAGERLY,
     torch.seed: _HINT_RUN_EAGERLY,
 }
+_HINT_METADATA = ("This call changes a tensor's shape or strides in place, so it runs eagerly; "
+                  "use the out-of-place op (x = x.t()) to compile it.")
+for _name in _METADATA_IN_PLACE:
+    _method = getattr(torch.Tensor, _name, None)
+    if _method is not None:
+        _REFUSED_HINTS[_method] = _HINT_METADATA
+del _name, _method
 
 
 _REFUSED_NAMES = {
