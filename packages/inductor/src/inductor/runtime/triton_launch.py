@@ -13,6 +13,7 @@ memory at run time) is never run twice: it takes the first configuration. After 
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import logging
 import os
@@ -65,7 +66,7 @@ def _overlapping(args: Sequence[Any]) -> bool:
     spans = sorted((a.untyped_storage().data_ptr(), a.untyped_storage().nbytes())
                    for a in args if isinstance(a, torch.Tensor))
     return any(start < prev + size_prev for (prev, size_prev), (start, _) in
-               zip(spans, spans[1:]))
+               itertools.pairwise(spans))
 
 
 def _cdiv(a: int, b: int) -> int:
