@@ -12,7 +12,13 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
+import os
 import pathlib
+
+# NOTE: tests count traces and compiles in one process; compiled graphs that an earlier test
+# (or an earlier run) left on disk would answer them instead. The warm-start tests turn the
+# disk layer back on in the processes they start (tests/inductor/test_warm_start.py).
+os.environ.setdefault("AOTGRAD_DISK_CACHE", "0")
 
 _PACKAGES_DIR = pathlib.Path(__file__).resolve().parent.parent / "packages"
 _DISTRIBUTIONS = {

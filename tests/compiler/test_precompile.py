@@ -21,7 +21,7 @@ DRIVER = Path(__file__).with_name("_precompile_driver.py")
 
 
 def run(request: dict[str, Any], cache: Path, path_env: str | None = None) -> dict[str, Any]:
-    env = dict(os.environ, INDUCTOR_CACHE_DIR=str(cache))
+    env = dict(os.environ, INDUCTOR_CACHE_DIR=str(cache), AOTGRAD_DISK_CACHE="1")
     if path_env is not None:
         env["PATH"] = path_env
     done = subprocess.run([sys.executable, str(DRIVER), json.dumps(request)],

@@ -22,7 +22,7 @@ BACKENDS = ["aot_eager", "inductor"]
 
 def run(backend: str, cache: Path, variant: str = "base") -> dict[str, Any]:
     request = {"backend": backend, "variant": variant, "cache": str(cache)}
-    env = dict(os.environ, INDUCTOR_CACHE_DIR=str(cache))
+    env = dict(os.environ, INDUCTOR_CACHE_DIR=str(cache), AOTGRAD_DISK_CACHE="1")
     env.pop("AOTGRAD_GRAPH_CACHE", None)
     done = subprocess.run([sys.executable, str(DRIVER), json.dumps(request)],
                           capture_output=True, text=True, env=env, timeout=600, check=False)

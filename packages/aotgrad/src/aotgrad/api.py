@@ -360,7 +360,7 @@ def _disk_lookup(shared_key: tuple[Any, ...], compiled: AotCompiled,
                  flat_fn: Callable[..., Any]) -> tuple[Runner, Any, bool] | None:
     """The entry of `shared_key` on disk (`aotgrad.disk`), kept in the in-process cache."""
     store = _cache.disk_store()
-    if store is None:
+    if store is None or not _config.options.disk_cache:
         return None
     try:
         key = _disk.disk_key(shared_key, (compiled.fw_compiler, compiled.bw_compiler))
@@ -388,7 +388,7 @@ def _disk_store(shared_key: tuple[Any, ...], compiled: AotCompiled,
                 entry: tuple[Runner, Any, bool]) -> None:
     """Write a fresh compile to disk, if a store is installed and the entry can be."""
     store = _cache.disk_store()
-    if store is None:
+    if store is None or not _config.options.disk_cache:
         return
     try:
         key = _disk.disk_key(shared_key, (compiled.fw_compiler, compiled.bw_compiler))

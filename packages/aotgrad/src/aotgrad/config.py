@@ -52,6 +52,10 @@ class AotgradConfig:
         True, env="AOTGRAD_GRAPH_CACHE",
         help="reuse the compiled graphs of an identical captured graph and call signature "
              "(in-process; aotgrad.cache)")
+    disk_cache: bool = option(
+        True, env="AOTGRAD_DISK_CACHE",
+        help="with graph_cache, also keep compiled graphs on disk where a package installs a "
+             "store (inductor: cache_dir/graphs), so a new process skips tracing")
 
     def __post_init__(self) -> None:
         if self.partitioner not in PARTITIONERS:
