@@ -82,13 +82,14 @@ def _steady(fn: Callable[[torch.Tensor], Any], length: int, iters: int = 20) -> 
     return statistics.median(times)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    """Run the sweep (`tools/bench/run.py` convention: argv in, exit status out)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="inductor")
     parser.add_argument("--lengths", default=",".join(map(str, LENGTHS)))
     parser.add_argument("--no-torch", action="store_true")
     parser.add_argument("--steady", type=int, default=3, help="lengths timed at steady state")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     lengths = [int(x) for x in args.lengths.split(",")]
     model = _model()
 
@@ -118,7 +119,8 @@ def main() -> None:
         static_time = _steady(static, length)
         print(f"steady state at length {length}: symbolic {symbolic_time * 1e3:.3f} ms, "
               f"static {static_time * 1e3:.3f} ms ({symbolic_time / static_time:.2f}x)")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

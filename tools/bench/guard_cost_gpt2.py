@@ -67,7 +67,7 @@ def _best_us(fn: Callable[..., bool], L: Any, G: Any, batch: int = 200,
     return best / 1000
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     """Print the guard cost of the tiny GPT-2 with and without inlined accessors."""
     torch.manual_seed(0)
     config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=4, vocab_size=96,
@@ -87,7 +87,8 @@ def main() -> None:
         fn = guard.fn  # type: ignore[attr-defined]
         print(f"  inline={inline!s:<5} {len(guard.source.splitlines()):5d} lines  "  # type: ignore[attr-defined]
               f"{_opcodes(fn, L, G):5d} instructions/check  {_best_us(fn, L, G):6.1f} us/check")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
