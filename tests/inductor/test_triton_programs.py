@@ -5,11 +5,12 @@ target: a matmul with its epilogue, a training step, dropout repeatable under
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import compiler
 import expecttest
+import pytest
 import torch
 import torch.nn.functional as F
 from aten_trace import trace_aten
@@ -20,8 +21,17 @@ from inductor.pipeline import plan
 from inductor.scheduler.fusion import format_schedule
 from triton_support import DEVICE, OPTIONS, check, randn, triton_kernels
 
+# NOTE: whole programs go through the facade, which the independence check does not install
+# with inductor alone (there `compiler` is only the tests/compiler folder).
+_COMPILER_SPEC = importlib.util.find_spec("compiler")
+needs_compiler = pytest.mark.skipif(
+    _COMPILER_SPEC is None or _COMPILER_SPEC.origin is None,
+    reason="the compiler facade is not installed")
+
 
 def _compile(fn: Callable[..., Any]) -> Callable[..., Any]:
+    import compiler
+
     compiler.reset()
     return compiler.compile(fn, backend="inductor", options={"cpu_backend": "triton"})
 
@@ -36,6 +46,7 @@ def test_matmul_epilogue_is_one_kernel_after_the_extern_call() -> None:
     assert sum(compiled.extern_calls.values()) == 1, compiled.extern_calls
 
 
+@needs_compiler
 def test_training_step_matches_eager() -> None:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(12, 16), torch.nn.GELU(),
@@ -50,8 +61,7 @@ def test_training_step_matches_eager() -> None:
         return loss.detach(), [p.grad.clone() for p in m.parameters() if p.grad is not None]
 
     want_loss, want_grads = step(model)
-    compiler.reset()
-    compiled = compiler.compile(model, backend="inductor", options={"cpu_backend": "triton"})
+    compiled = _compile(model)
     got_loss, got_grads = step(compiled)  # type: ignore[arg-type]
     torch.testing.assert_close(got_loss, want_loss, atol=1e-5, rtol=1e-5)
     assert len(got_grads) == len(want_grads) == 6
@@ -59,6 +69,7 @@ def test_training_step_matches_eager() -> None:
         torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-4)
 
 
+@needs_compiler
 def test_dropout_is_repeatable_under_manual_seed() -> None:
     def f(x: torch.Tensor) -> torch.Tensor:
         return F.dropout(x, 0.5, training=True) * 2
@@ -77,6 +88,7 @@ def test_dropout_is_repeatable_under_manual_seed() -> None:
     assert set(torch.unique(a).tolist()) <= {0.0, 4.0}
 
 
+@needs_compiler
 def test_rand_and_randn_moments() -> None:
     def f(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.rand_like(x), torch.randn_like(x)
@@ -239,7 +251,6 @@ def test_triton_kernels_helper_sees_only_triton() -> None:
 
 
 def test_a_missing_triton_is_a_clear_error(monkeypatch: Any) -> None:
-    import pytest
     from inductor import targets
 
     monkeypatch.setattr(targets, "triton_available", lambda: False)
