@@ -17,7 +17,7 @@ import pathlib
 
 # NOTE: tests count traces and compiles in one process; compiled graphs that an earlier test
 # (or an earlier run) left on disk would answer them instead. The warm-start tests turn the
-# disk layer back on in the processes they start (tests/inductor/test_warm_start.py).
+# disk layer back on in the processes they start (tests/compiler/test_warm_start.py).
 os.environ.setdefault("AOTGRAD_DISK_CACHE", "0")
 
 _PACKAGES_DIR = pathlib.Path(__file__).resolve().parent.parent / "packages"
