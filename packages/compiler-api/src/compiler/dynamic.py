@@ -60,7 +60,7 @@ def mark_dynamic(t: torch.Tensor, dim: int | Sequence[int], min: int | None = No
         torch.Size([5, 3])
 
     Notes:
-        Same call as `torch._dynamo.mark_dynamic`. Under `compile(dynamic=False)` marked
+        The same call torch.compile users know as `mark_dynamic`. Under `compile(dynamic=False)` marked
         dimensions are still symbolic (only automatic dynamic shapes are off).
     """
     _check_dims("mark_dynamic", t, dim)
@@ -93,7 +93,7 @@ def maybe_mark_dynamic(t: torch.Tensor, dim: int | Sequence[int]) -> None:
         tensor([4., 4.])
 
     Notes:
-        A hint, as `torch._dynamo.maybe_mark_dynamic`: use it where a specialization is
+        A hint, like torch.compile's `maybe_mark_dynamic`: use it where a specialization is
         acceptable; `mark_dynamic` makes a specialization an error.
     """
     _check_dims("maybe_mark_dynamic", t, dim)
