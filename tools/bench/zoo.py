@@ -170,6 +170,8 @@ MODELS: dict[str, Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]] = {
 
 DEVICE = "cpu"  # `--device cuda`: models, inputs and timings on the GPU
 DTYPE = torch.float32  # `--dtype bfloat16`: parameters and floating inputs in that type
+BUDGET_S = 4.0  # `--budget`: seconds of paired timing per step (eager and the compiled step)
+WARM = True  # `--no-warm`: skip the warm and disk-only recompiles (nan in those columns)
 
 
 def _sync() -> None:
@@ -203,8 +205,8 @@ class Paired:
     high: float  # upper quartile
 
 
-def _paired_times(eager: Callable[[], Any], other: Callable[[], Any], budget: float = 4.0,
-                  rounds: int = 12) -> Paired:
+def _paired_times(eager: Callable[[], Any], other: Callable[[], Any],
+                  budget: float | None = None, rounds: int = 12) -> Paired:
     """Time `eager` and `other` in back-to-back rounds (the order swapped every round), a
     median of several calls each; the speedup is the median of the per-round ratios.
 
@@ -214,7 +216,7 @@ def _paired_times(eager: Callable[[], Any], other: Callable[[], Any], budget: fl
     a burst hit on one side only; the quartiles show how far the rounds spread."""
     eager_times: list[float] = []
     ratios: list[float] = []
-    share = budget / (2 * rounds)
+    share = (BUDGET_S if budget is None else budget) / (2 * rounds)
     for r in range(rounds):
         if r % 2 == 0:
             e = _median_time(eager, share, 3)
@@ -433,16 +435,19 @@ def bench_model(name: str, train: bool, use_torch: bool) -> Row:
     ours_ok, ours_err = _accurate(got, expected, ref)
     print(f"  ours' error vs float64: {ours_err:.2e}")
     ours_pair = _paired_times(eager, ours_step)
-    _clear_ours(memory=False)
-    t0 = time.perf_counter()
-    ours_model2 = _ours(model, path)
-    _step(ours_model2, params, inputs, train)()
-    ours_warm = time.perf_counter() - t0
+    ours_warm = ours_disk = float("nan")
+    if WARM:
+        _clear_ours(memory=False)
+        t0 = time.perf_counter()
+        ours_model2 = _ours(model, path)
+        _step(ours_model2, params, inputs, train)()
+        ours_warm = time.perf_counter() - t0
+        _clear_ours(memory=True)
+        t0 = time.perf_counter()
+        ours_model3 = _ours(model, path)
+        _step(ours_model3, params, inputs, train)()
+        ours_disk = time.perf_counter() - t0
     _clear_ours(memory=True)
-    t0 = time.perf_counter()
-    ours_model3 = _ours(model, path)
-    _step(ours_model3, params, inputs, train)()
-    ours_disk = time.perf_counter() - t0
 
     torch_t = torch_cold = torch_warm = float("nan")  # torch_t: torch's speedup
     torch_ok = False
@@ -475,10 +480,12 @@ def _bench_torch(model: nn.Module, params: list[torch.nn.Parameter], inputs: tup
     ok, err = _accurate(got_t, expected, ref)
     print(f"  torch.compile's error vs float64: {err:.2e}")
     tc_pair = _paired_times(eager, tc_step)
-    dynamo.reset()
-    t0 = time.perf_counter()
-    _step(torch.compile(model, backend="inductor"), params, inputs, train)()
-    warm = time.perf_counter() - t0
+    warm = float("nan")
+    if WARM:
+        dynamo.reset()
+        t0 = time.perf_counter()
+        _step(torch.compile(model, backend="inductor"), params, inputs, train)()
+        warm = time.perf_counter() - t0
     dynamo.reset()
     return tc_pair.speedup, cold, warm, ok
 
@@ -497,9 +504,13 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     ap.add_argument("--suite", default="small", choices=["small", "gpu"],
                     help="small: the CPU zoo below; gpu: realistic sizes (zoo_gpu_models.py)")
+    ap.add_argument("--budget", type=float, default=4.0, help="seconds of timing per step")
+    ap.add_argument("--no-warm", action="store_true", help="skip the warm recompiles")
     args = ap.parse_args(argv)
-    global DEVICE, DTYPE
+    global DEVICE, DTYPE, BUDGET_S, WARM
     DEVICE = args.device
+    BUDGET_S = args.budget
+    WARM = not args.no_warm
     DTYPE = getattr(torch, args.dtype)
     if args.suite == "gpu":
         from zoo_gpu_models import MODELS_GPU
