@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from _program_gen import Call, Draw, Program, generate
 from _program_run import check, compare, reproducer, run
-from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 BACKENDS = ("eager", "aot_eager", "inductor")
@@ -40,19 +40,6 @@ SLOW_EXAMPLES = {"eager": 1000, "aot_eager": 500, "inductor": 150}
 def programs(draw: st.DrawFn) -> Program:
     """A hypothesis strategy over generated programs (shrinks to fewer, plainer statements)."""
     return generate(Draw.hypothesis(draw))
-
-
-def _hits_f1d(program: Program, backend: str) -> bool:
-    """Whether the program, on the eager backend, changes a tensor in place before an
-    overlapping in-place copy (which raises inside the graph at run time): KNOWN_BUGS' F1d
-    (Python side effects before the error are lost), tracked by its strict xfail in
-    `test_found_program`; the random runs do not re-find it."""
-    if backend != "eager":
-        return False
-    for i, line in enumerate(program.body):
-        if "[1:] = " in line and "[:-1]" in line:
-            return any("_(" in before or "] = " in before for before in program.body[:i])
-    return False
 
 
 def _agree(program: Program, backend: str) -> None:
@@ -85,7 +72,6 @@ def test_generated_programs_agree_with_eager(backend: str) -> None:
               **_COMMON)
     @given(programs())
     def run(program: Program) -> None:
-        assume(not _hits_f1d(program, backend))
         _agree(program, backend)
 
     run()
@@ -97,7 +83,6 @@ def test_many_generated_programs_agree_with_eager(backend: str) -> None:
     @settings(max_examples=SLOW_EXAMPLES[backend], phases=_PHASES[backend], **_COMMON)
     @given(programs())
     def run(program: Program) -> None:
-        assume(not _hits_f1d(program, backend))
         _agree(program, backend)
 
     run()
@@ -168,9 +153,9 @@ KNOWN_BUGS = {
         _program("obj.count += 1", "lst.append(x)", "x[1:] = x[:-1]", "return (x + 1)"),
         (),
     ),
-    "F1d the eager backend's graph changed an input in place before it raised: effects lost": (
+    "F1d the eager backend's graph changed an input in place before it raised (fixed)": (
         _program("x.add_(y)", "lst.append(x)", "OBJ.count += 1", "x[1:] = x[:-1]", "return x"),
-        ("eager",),
+        (),
     ),
     "F1b side effects done before a Python error while tracing are kept (fixed)": (
         _program("OBJ.count += 1", "LOG.append(1)", "lst.pop()", "return (x + 1)", lst_len=0),

@@ -880,8 +880,8 @@ def test_grad_mode_set_before_a_run_time_error(backend: str) -> None:
 
 def test_in_place_input_change_before_a_run_time_error(backend: str) -> None:
     # NOTE: functionalizing backends write x back only after the graph: the rerun is exact.
-    # The eager backend's graph changes x before index_select raises: the version check
-    # refuses the rerun, and the error comes without the append (KNOWN_BUGS F1d).
+    # The eager backend's graph changes x before index_select raises: x is copied before the
+    # call and written back (version counter reset) when the graph raises (F1d, fixed).
     def f(x, log, idx):
         x.add_(1.0)
         log.append(2)
@@ -890,8 +890,18 @@ def test_in_place_input_change_before_a_run_time_error(backend: str) -> None:
     def make(k: int) -> list[Any]:
         return [randn(4, 3, seed=k), [], torch.tensor([0, 5, 2][k])]
 
-    if backend == "eager":  # a strict xfail: fails once F1d is fixed
-        with pytest.raises(AssertionError, match="state"):
-            _run_both(f, make, backend, lambda args: (args[0], args[1]))
-        return
+    _run_both(f, make, backend, lambda args: (args[0], args[1], args[0]._version))
+
+
+def test_in_place_write_through_a_view_before_a_run_time_error(backend: str) -> None:
+    # NOTE: the graph writes an input through a view and an augmented assignment, then raises.
+    def f(x, log, idx):
+        x[0] += 10.0
+        x.view(-1)[1:3].mul_(2.0)
+        log.append(x.sum().item())
+        return x.index_select(0, idx)
+
+    def make(k: int) -> list[Any]:
+        return [randn(4, 3, seed=k), [], torch.tensor([1, 8, 3][k])]
+
     _run_both(f, make, backend, lambda args: (args[0], args[1]))

@@ -15,8 +15,14 @@ run left no trace either:
   `torch._C._set_grad_enabled` nodes as it goes);
 - the CPU random-number state is restored when the graph draws random numbers.
 
-When an input did change, the exception is raised as it is (the side effects before it are
-then lost: a known gap). Only graphs of frames with side effects to replay or grad-mode
+A backend that runs the captured graph as it is (the eager backend: it returns the graph
+module's `forward`) changes inputs in place op by op, so an input may have changed before the
+op that raised. For such a graph, the inputs its in-place ops may reach are copied before each
+call and, when the run raises, copied back with their version counters reset, so the eager
+rerun starts from the inputs eager saw. An input that requires grad is not copied (writing it
+back would not restore its autograd history): when one changed, or a backend that wraps the
+graph some other way changed one, the exception is raised as it is (the side effects before
+it are then lost, logged). Only graphs of frames with side effects to replay or grad-mode
 switches are wrapped (the others lose nothing when they raise), so plain frames pay nothing.
 
 Protocol: `guard_graph(...)` wraps the backend's callable; when it raises and a rerun is
@@ -28,6 +34,7 @@ to run the function eagerly instead of letting the exception through.
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -69,6 +76,63 @@ def _draws_random(gm: torch.fx.GraphModule) -> bool:
     return False
 
 
+# NOTE: the augmented assignments run in place on tensors (`x += 1` traces to operator.iadd).
+_IN_PLACE_OPERATORS = frozenset({
+    operator.setitem, operator.iadd, operator.isub, operator.imul, operator.itruediv,
+    operator.ifloordiv, operator.imod, operator.ipow, operator.iand, operator.ior,
+    operator.ixor, operator.ilshift, operator.irshift, operator.imatmul,
+})
+
+
+def _in_place_operands(node: torch.fx.Node) -> list[object]:
+    """The operands `node` may write into: its first argument for an in-place op (a name
+    ending in one underscore, an augmented assignment, setitem), and any `out=` argument."""
+    written: list[object] = []
+    if "out" in node.kwargs:
+        written.append(node.kwargs["out"])
+    if node.op not in ("call_function", "call_method") or not node.args:
+        return written
+    if node.op == "call_function" and node.target in _IN_PLACE_OPERATORS:
+        written.append(node.args[0])
+        return written
+    name = _name(node.target).rsplit(".", 1)[-1]
+    if name.endswith("_") and not name.endswith("__"):
+        written.append(node.args[0])
+    return written
+
+
+def _placeholders_reached(value: object) -> set[torch.fx.Node]:
+    """The placeholders among `value`'s ancestors (a view's base and more: an over-estimate
+    only costs a copy)."""
+    found: set[torch.fx.Node] = set()
+    seen: set[torch.fx.Node] = set()
+    stack: list[torch.fx.Node] = []
+    torch.fx.node.map_arg(value, stack.append)  # type: ignore[type-var]
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if node.op == "placeholder":
+            found.add(node)
+        stack.extend(node.all_input_nodes)
+    return found
+
+
+def mutated_inputs(gm: torch.fx.GraphModule) -> list[int]:
+    """Positions of the inputs of `gm` that its in-place ops may change (through views too)."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    reached: set[torch.fx.Node] = set()
+    for node in gm.graph.nodes:
+        for operand in _in_place_operands(node):
+            reached |= _placeholders_reached(operand)
+    return [i for i, p in enumerate(placeholders) if p in reached]
+
+
+def _runs_graph_as_is(compiled: Callable[..., Any], gm: torch.fx.GraphModule) -> bool:
+    return compiled is gm or getattr(compiled, "__self__", None) is gm
+
+
 def needs_guard(gm: torch.fx.GraphModule, has_side_effects: bool) -> bool:
     """Whether a run-time exception of `gm` could lose state eager would have: the frame
     replays side effects after the graph, or the graph switches grad mode."""
@@ -82,6 +146,7 @@ def guard_graph(compiled: Callable[..., Any], gm: torch.fx.GraphModule,
     random = _draws_random(gm)
     tensor = torch.Tensor
     is_grad_enabled = torch.is_grad_enabled
+    copied = tuple(mutated_inputs(gm)) if _runs_graph_as_is(compiled, gm) else ()
 
     def run_graph(*args: Any) -> Any:
         grad = is_grad_enabled()
@@ -90,10 +155,13 @@ def guard_graph(compiled: Callable[..., Any], gm: torch.fx.GraphModule,
         except RuntimeError:  # NOTE: inference tensors have no version counter
             versions = None
         rng = torch.get_rng_state() if random else None
+        saved = _copy_inputs(args, copied) if copied and versions is not None else None
         try:
             return compiled(*args)
         except Exception as error:
             torch._C._set_grad_enabled(grad)
+            if saved and versions is not None:
+                _write_back(saved)
             if versions is not None and versions == [
                     a._version for a in args if isinstance(a, tensor)]:
                 if rng is not None:
@@ -106,6 +174,31 @@ def guard_graph(compiled: Callable[..., Any], gm: torch.fx.GraphModule,
             raise
 
     return run_graph
+
+
+def _copy_inputs(args: tuple[Any, ...],
+                 positions: tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor, int]]:
+    """(input, copy, version) of each tensor input at `positions` that does not require grad."""
+    saved = []
+    with torch.no_grad():
+        for i in positions:
+            a = args[i]
+            if isinstance(a, torch.Tensor) and not a.requires_grad:
+                saved.append((a, a.clone(), a._version))
+    return saved
+
+
+def _write_back(saved: list[tuple[torch.Tensor, torch.Tensor, int]]) -> None:
+    """Copy changed inputs back from `saved` and reset their version counters (an input
+    that is a view of another shares its counter, so it is reset too)."""
+    changed = [(a, c, v) for a, c, v in saved if a._version != v]
+    if not changed:
+        return
+    with torch.no_grad():
+        for a, c, _ in changed:
+            a.copy_(c)
+    torch._C._autograd._unsafe_set_version_counter(
+        tuple(a for a, _, _ in changed), tuple(v for _, _, v in changed))
 
 
 def _mark(error: BaseException, code: object) -> None:
