@@ -7,11 +7,11 @@ rebound to the new caller's saved-bytes counter).
 
 The key is a sound description of everything the compile reads:
 - the torch-level `fx.GraphModule`, node by node (op, target, arguments with nodes as
-  positions, Python constants by type and `repr`); targets must be torch's or Python's own
-  callables (ops, builtins, functions defined in `torch`), held in the key itself so they
-  compare by identity; a tensor attribute (not a parameter or buffer) by its metadata and a
-  hash of its bytes; a graph with `call_module` nodes, other attributes or user-defined
-  callables is not cached;
+  positions, Python constants by type and `repr`, the checkpointed region it belongs to);
+  targets must be torch's or Python's own callables (ops, builtins, functions defined in
+  `torch`), held in the key itself so they compare by identity; a tensor attribute (not
+  a parameter or buffer) by its metadata and a hash of its bytes; a graph with
+  `call_module` nodes, other attributes or user-defined callables is not cached;
 - the call signature (`AotCompiled._key`: tensor metadata, requires_grad when training, grad
   mode, module train flags, Python constants);
 - both ATen-graph compilers (only those with a `cache_key()` method: the key includes what it
@@ -245,6 +245,7 @@ def graph_signature(gm: fx.GraphModule, inputs: Mapping[str, int]) -> tuple[Any,
     if base is not fx.GraphModule:
         raise Uncacheable(f"a {type(gm).__name__}, not a plain GraphModule")
     index: dict[fx.Node, int] = {}
+    regions: dict[object, int] = {}
     parts: list[Any] = [type(gm.graph._codegen)]
     for position, node in enumerate(gm.graph.nodes):
         index[node] = position
@@ -263,8 +264,18 @@ def graph_signature(gm: fx.GraphModule, inputs: Mapping[str, int]) -> tuple[Any,
             target = _target(node.target)
         else:  # placeholder, output
             target = str(node.target) if node.op == "placeholder" else None
-        parts.append((node.op, target, _value(node.args, index), _value(node.kwargs, index)))
+        parts.append((node.op, target, _value(node.args, index), _value(node.kwargs, index),
+                      _region(node, regions)))
     return tuple(parts)
+
+
+def _region(node: fx.Node, regions: dict[object, int]) -> int | None:
+    """The node's checkpointed region (`meta["checkpoint"]`), numbered in order of first
+    appearance: the partitioners recompute a region's values instead of saving them."""
+    region = node.meta.get("checkpoint")
+    if region is None:
+        return None
+    return regions.setdefault(region, len(regions))
 
 
 def _fetch(gm: fx.GraphModule, name: str) -> Any:

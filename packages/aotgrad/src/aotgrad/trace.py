@@ -3,8 +3,8 @@ and records every ATen op that reaches the Python dispatch key into a new FX gra
 
 IR in: a Python callable or a torch-level `fx.GraphModule`. IR out: an ATen `fx.GraphModule`
 (may still contain mutating and aliasing ops; `aotgrad.functionalize` removes them), with
-`meta["example_value"]` on every node and `stack_trace`/`nn_module_stack`/`source_fn` copied
-from the torch-level node that produced each op.
+`meta["example_value"]` on every node and `stack_trace`/`nn_module_stack`/`source_fn` and the
+checkpointed region (`checkpoint`) copied from the torch-level node that produced each op.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from aotgrad.overlap import check_write_overlap
 
 __all__ = ["COPIED_META_KEYS", "AtenTracer", "TraceError", "new_fake_mode", "trace"]
 
-COPIED_META_KEYS = ("stack_trace", "nn_module_stack", "source_fn")
+# NOTE: "checkpoint" marks the nodes of a `torch.utils.checkpoint` region (its number); the
+# partitioners recompute them in the backward instead of saving them.
+COPIED_META_KEYS = ("stack_trace", "nn_module_stack", "source_fn", "checkpoint")
 
 DecompTable = Mapping[Any, Callable[..., Any]]
 

@@ -22,7 +22,9 @@ reads (a scatter of the targets, a matmul of two inputs) is computed there once,
 as saved-tensor hooks count it: each storage once (views of one value share it), primals and
 views of them excluded (they are alive anyway). Pipeline: analysis -> (default | mincut |
 budget with knapsack and estimate) -> split; pareto draws the budget curve (point.py: one
-solved budget).
+solved budget). Whatever the partitioner, `split` saves the inputs of a checkpointed region
+(`torch.utils.checkpoint`, nodes tagged `meta["checkpoint"]`) instead of its values, which the
+backward recomputes (checkpointed.py).
 """
 
 from __future__ import annotations

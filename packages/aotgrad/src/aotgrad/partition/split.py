@@ -21,6 +21,7 @@ from aotgrad.partition.analysis import (
     storage_root,
     value_bytes,
 )
+from aotgrad.partition.checkpointed import recompute_checkpointed
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -109,8 +110,12 @@ def _backward_graph(
 
 
 def split(info: JointInfo, saved_nodes: Iterable[fx.Node]) -> Partition:
-    """Build fw/bw for this saved set (ordered as in the joint graph, without duplicates)."""
-    saved = sorted(set(saved_nodes), key=info.order.__getitem__)
+    """Build fw/bw for this saved set (ordered as in the joint graph, without duplicates).
+
+    Values of checkpointed regions are not saved: their regions' inputs are, and the
+    backward recomputes them (`checkpointed.recompute_checkpointed`).
+    """
+    saved = sorted(recompute_checkpointed(info, saved_nodes), key=info.order.__getitem__)
     for node in saved:
         if not info.is_forward_computable(node):
             raise PartitionError(f"cannot save {node.name}: it depends on a tangent")

@@ -6,12 +6,15 @@ calls `F.apply` (its output metadata found by running it on fake tensors): the f
 runs (or is traced by a backend that traces to ATen) inside the graph and autograd uses the
 user's `backward`. `checkpoint(fn, *args, use_reentrant=False)` traces `fn` inline and tags
 its nodes with `meta["checkpoint"]` (the region's number); its results and gradients are
-eager's, and activations are saved unless the backend recomputes tagged regions.
+eager's, and aotgrad's partitioners recompute the tagged nodes in the backward instead of
+saving them (only the region's inputs are saved). `use_reentrant=True` (torch's default) is
+traced the same way where it gives the same values and gradients (`_check_reentrant`).
 """
 
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +24,7 @@ import torch.utils.checkpoint
 from capture import torch_ops
 from capture.graph_break import GraphBreakKind, unsupported
 from capture.interp.builtins_table import special
-from capture.values import ConstantValue, Value
+from capture.values import ConstantValue, TensorValue, Value
 
 if TYPE_CHECKING:
     from capture.interp.translator import Translator
@@ -68,17 +71,18 @@ def _checkpoint(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
 
     kwargs = dict(kwargs)
     reentrant = kwargs.pop("use_reentrant", ConstantValue(None))
-    if not (isinstance(reentrant, ConstantValue) and reentrant.value is False):
-        # NOTE: the reentrant variant detaches outputs whose inputs need no grad: not the
-        # inlined function's results.
+    if not isinstance(reentrant, ConstantValue) or reentrant.value not in (None, True, False):
         raise unsupported(GraphBreakKind.UNSUPPORTED_CALL,
-                          "torch.utils.checkpoint.checkpoint without use_reentrant=False")
+                          "torch.utils.checkpoint.checkpoint with a non-constant use_reentrant")
     context_fn = kwargs.pop("context_fn", None)
     if context_fn is not None and not (
         isinstance(context_fn, ConstantValue)
         and context_fn.value is torch.utils.checkpoint.noop_context_fn
     ):
         raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, "checkpoint with a context_fn")
+    kwargs.pop("preserve_rng_state", None)  # NOTE: random values are saved, never redrawn
+    if reentrant.value is not False:
+        _check_reentrant(args, kwargs, reentrant.value is None)
     for option in ("determinism_check", "debug", "early_stop"):
         kwargs.pop(option, None)  # NOTE: checks and debugging aids: no effect on values
     if not args:
@@ -91,3 +95,30 @@ def _checkpoint(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
         if node not in before and node.op != "placeholder":
             node.meta["checkpoint"] = region
     return result
+
+
+def _check_reentrant(args: list[Value], kwargs: dict[str, Value], implicit: bool) -> None:
+    """`use_reentrant=True` (or not passed: torch's default is True, with a warning) is
+    traced like the non-reentrant variant where the two give the same values and gradients:
+    some tensor argument requires grad, or grad mode is off. Otherwise the reentrant
+    variant's outputs need no grad although the function's parameters do (its
+    `autograd.Function` sees no input that needs one): the call runs eagerly.
+
+    NOTE: the reentrant variant refuses `torch.autograd.grad` in the backward; the
+    recomputed graph does not.
+    """
+    if implicit:
+        warnings.warn(
+            "torch.utils.checkpoint: the use_reentrant parameter should be passed "
+            "explicitly; traced as torch's default use_reentrant=True (pass "
+            "use_reentrant=False, which torch recommends)", stacklevel=2)
+    if kwargs:
+        raise unsupported(GraphBreakKind.EXCEPTION, "checkpoint(use_reentrant=True) with "
+                          f"keyword arguments {', '.join(sorted(kwargs))} (torch raises)")
+    if not torch.is_grad_enabled():
+        return
+    if not any(isinstance(a, TensorValue) and a.fake.requires_grad for a in args[1:]):
+        raise unsupported(GraphBreakKind.UNSUPPORTED_CALL,
+                          "checkpoint(use_reentrant=True) where no tensor argument requires "
+                          "grad: its outputs are detached from the function's parameters "
+                          "(pass use_reentrant=False)")
