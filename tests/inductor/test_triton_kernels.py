@@ -90,9 +90,9 @@ def test_variance_and_several_reductions_over_the_same_rows(n: int) -> None:
         return var, mean, x.std(-1), x.sum(-1) * x.amax(-1)
 
     compiled = check(f, [randn(6, n) * 3 + 2], rtol=1e-4, atol=1e-4)
-    # NOTE: one kernel computes all five reductions; the scheduler keeps pointwise
-    # epilogues over whole rows' results (std's sqrt, sum * amax) in kernels of their own
-    assert sum(k.reduction for k in triton_kernels(compiled)) == 1
+    # NOTE: one kernel computes all five reductions and the pointwise epilogues over whole
+    # rows' results (std's sqrt, sum * amax)
+    assert len(triton_kernels(compiled)) == 1
 
 
 @pytest.mark.parametrize("n", [48, 1200])

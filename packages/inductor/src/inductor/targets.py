@@ -24,7 +24,7 @@ from inductor.codegen.triton import TritonKernel, generate_triton, triton_can_fu
 from inductor.ir.checks import ERR_PARAM
 from inductor.ir.nodes import Buffer, ComputedBuffer
 from inductor.runtime.cpp_build import load_kernels
-from inductor.scheduler.fusion import FusedGroup
+from inductor.scheduler.fusion import FusedGroup, is_row_epilogue
 
 Kernel = CppKernel | TritonKernel
 
@@ -81,8 +81,9 @@ class CppTarget:
 
     def can_fuse(self, group: FusedGroup, node: ComputedBuffer,
                  outer: tuple[int, ...]) -> bool:
-        """The C++ generator handles every legal group."""
-        return True
+        """Every legal group but row epilogues (a pointwise node over the rows reading a
+        reduction's result stays a kernel of its own, as before targets had a say)."""
+        return not is_row_epilogue(group, node, outer)
 
 
 class TritonTarget:

@@ -240,7 +240,10 @@ def _legal(group: FusedGroup, node: ComputedBuffer, outer: tuple[int, ...]) -> b
         if any(s.name.startswith("tmp") for s in idx.free_symbols):
             return False
         if sp_w.inner_ranges:
-            if sp_w.inner_ranges != sp_n.inner_ranges or idx != store:
+            # NOTE: a pointwise node over the rows reads a reduction's result once per row
+            # (a row epilogue: std's sqrt, layer norm's saved rstd); a target may refuse it
+            row_epilogue = _body(w).is_reduction and not sp_n.inner_ranges
+            if (not row_epilogue and sp_w.inner_ranges != sp_n.inner_ranges) or idx != store:
                 return False
         elif idx != store:
             return False
@@ -260,6 +263,17 @@ def _sharing(group: FusedGroup, node: ComputedBuffer) -> int:
 
 
 CanFuse = Callable[[FusedGroup, ComputedBuffer, tuple[int, ...]], bool]
+
+
+def is_row_epilogue(group: FusedGroup, node: ComputedBuffer, outer: tuple[int, ...]) -> bool:
+    """Whether `node` has no inner loops over `outer` and reads the result of one of the
+    group's reductions (legal for the shared rules; the C++ target refuses it)."""
+    sp = split_node(_body(node), outer)
+    if sp is None or sp.inner_ranges:
+        return False
+    reductions = {m.name for m in group.nodes
+                  if _body(m).is_reduction and _body(m).reduce_ranges}
+    return any(b in reductions for b, _ in _body(node).reads())
 
 
 def fuse(kernels: Iterable[ComputedBuffer | ExternKernel], enabled: bool = True,
