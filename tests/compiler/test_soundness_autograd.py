@@ -496,6 +496,22 @@ def test_in_place_on_leaf_under_no_grad_inside_function(backend: str) -> None:
     check(f, lambda k: [randn(3, seed=k, requires_grad=True), randn(3, seed=k + 3)], backend)
 
 
+def test_write_into_a_non_leaf_input_under_no_grad(backend: str) -> None:
+    # NOTE: fuzz seed 5296: the view y[0] is made under no_grad and y is written back after
+    # the forward with grad on; reading that view's grad_fn while tracing the joint graph
+    # raised, so aot_eager and inductor failed with BackendCompilerFailed.
+    def f(x, y):
+        with torch.no_grad():
+            y[0] = (x * 2.0)[1]
+        return x * y, y
+
+    def make(k: int) -> list[Any]:
+        return [randn(4, 4, seed=k, requires_grad=True) * 1.0,
+                randn(4, 4, seed=k + 5, requires_grad=True) * 1.0]
+
+    check(f, make, backend)
+
+
 def test_overlapping_in_place_copy_raises_as_eager(backend: str) -> None:
     def shift(x):
         x[1:] = x[:-1]

@@ -335,7 +335,14 @@ class AtenTracer(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: 
         """Before `torch.autograd.grad`: ops run by the backward of a traced forward op get
         that op's metadata (matched through the autograd node's sequence number)."""
         for value in self._keepalive:
-            grad_fn = getattr(value, "grad_fn", None)
+            try:
+                grad_fn = getattr(value, "grad_fn", None)
+            except RuntimeError:
+                # NOTE: a view made under no_grad whose base then changed in place with grad
+                # on (`with no_grad(): y[0] = v` on an input, written back after the forward)
+                # refuses to give its grad_fn; nothing reads that view again, so it has no
+                # backward ops to annotate.
+                continue
             node = self._nodes.get(id(value))
             if grad_fn is None or node is None:
                 continue
