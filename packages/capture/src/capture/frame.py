@@ -29,6 +29,7 @@ from guards.sources import LocalSource, Source
 from capture import backends, config, graph_errors, logs, resume, runtime_checks
 from capture.bytecode import codegen, versions
 from capture.bytecode.instructions import format_code
+from capture.contexts import AutocastState
 from capture.graph_break import BackendCompilerFailed, GraphBreakKind, Unsupported, unsupported
 from capture.guard_builder import build_tree
 from capture.interp.lookup_guards import defaults_changed, guard_own_defaults
@@ -226,6 +227,8 @@ class CompiledFunction:
         self._logged_fallback = False
         self._warned_limit = False
         self._entry_grad_mode = True
+        self._entry_autocast = AutocastState.current()
+        self._no_break: Unsupported | None = None  # why the last graph break was not taken
         _all_wrappers.add(self)
         functools.update_wrapper(self, fn)
 
@@ -321,7 +324,8 @@ class CompiledFunction:
         output = OutputGraph(self.f_globals, self.code.co_name, self._shapes())
         grad_mode = torch.is_grad_enabled()
         self._entry_grad_mode = grad_mode
-        autocast_state = torch.is_autocast_enabled("cpu")
+        # NOTE: tracing enters autocast blocks for real; a trace stopped inside one leaves it.
+        autocast_state = self._entry_autocast = AutocastState.current()
         _state.compiling = True
         graph_break: Unsupported | None = None
         try:
@@ -359,7 +363,7 @@ class CompiledFunction:
         finally:
             _state.compiling = False
             torch._C._set_grad_enabled(grad_mode)
-            del autocast_state
+            autocast_state.restore()
         tree = build_tree(output.guards.values(), global_state,
                           shape_guards(output.symbolic, output.shape_env))
         fn = types.FunctionType(
@@ -381,8 +385,12 @@ class CompiledFunction:
         """Run this code eagerly for inputs passing `tree` (the reason is logged once)."""
         if not self._logged_fallback:
             self._logged_fallback = True
-            log.warning("[%s] capture could not compile %s; running it eagerly. Reason: %s",
-                        marker, self.code.co_name, error)
+            # NOTE: with why the frame could not break where it stopped (a generator-based
+            # context manager left open there, say), if it tried.
+            again = self._no_break
+            log.warning("[%s] capture could not compile %s; running it eagerly. Reason: %s%s",
+                        marker, self.code.co_name, error,
+                        "" if again is None else f"\n  no graph break there: {again.explanation}")
         self._add_entry(tree, self.fn)
 
     def _user_error_probe(
@@ -420,16 +428,19 @@ class CompiledFunction:
     ) -> tuple[OutputGraph, types.CodeType, torch.fx.GraphModule | None] | None:
         """Trace again up to where `error` stopped the root frame and break the graph there
         (None when the frame cannot break there and must run eagerly as a whole)."""
+        self._no_break = None
         stop = None if self.fullgraph else resume.break_point(self.code, error)
         if stop is None:
             return None
         output = OutputGraph(self.f_globals, self.code.co_name, self._shapes())
-        # NOTE: the failed trace may have stopped inside a grad-mode block.
+        # NOTE: the failed trace may have stopped inside a grad-mode or autocast block.
         torch._C._set_grad_enabled(self._entry_grad_mode)
+        self._entry_autocast.restore()
         try:
             new_code, gm = _trace_and_codegen(self, output, L, marker, stop)
         except Unsupported as again:
             log.debug("[%s] no graph break in %s: %s", marker, self.code.co_name, again)
+            self._no_break = again
             return None
         frame = error.where[0] if error.where else None
         logs.graph_break_log.info(

@@ -14,8 +14,14 @@ the iterator travels to the resume function as the tuple of its remaining items 
 function per later iteration); inside grad-mode `with` blocks (`no_grad`, `enable_grad`,
 `set_grad_enabled`) the graph ends in the frame's entry grad mode, the blocks are entered
 again for real (`GradModeExit`) and the resume function gets their exits on its stack, as the
-original code expects. Inside `try`/`with` blocks an exception of the call continues in a
-resume function entered at the block's handler (which leaves the re-entered blocks).
+original code expects. Inside `torch.autocast` blocks the graph leaves the blocks, the
+instruction runs inside them entered again for real (`contexts.enter_autocast`, left right
+after it), and the resume function's prologue enters them again (traced as the blocks'
+`with`, so its graph holds the rest of each block). A user context manager's bound
+`__exit__` travels like any value; a generator-based one (`contextlib.contextmanager`) left
+suspended cannot, and the frame runs eagerly (the reason is logged). Inside `try`/`with`
+blocks an exception of the call continues in a resume function entered at the block's
+handler (which leaves the re-entered blocks).
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +40,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 
 from capture.bytecode import codegen, versions
 from capture.bytecode.instructions import Instruction, decode, exception_handler
+from capture.contexts import enter_autocast
 from capture.graph_break import GraphBreakKind, Unsupported
 from capture.values import (
     NULL,
@@ -114,10 +121,45 @@ def _grad_exit_mode(tx: Translator, value: Value) -> bool | None:
     if not (isinstance(value, MethodValue) and isinstance(value.self_value, ContextValue)):
         return None
     ctx = value.self_value
+    if ctx.kind == "autocast":
+        return None
     if ctx.kind != "grad" or not isinstance(value.func, ConstantValue):
         raise Unsupported(GraphBreakKind.UNSUPPORTED_OBJECT,
                           f"a graph break inside `with` {ctx.describe()}")
     return bool(ctx.args[0])
+
+
+def _autocast_block(value: Value) -> ContextValue | None:
+    """For the exit callable of an open `torch.autocast` block, its context."""
+    if (isinstance(value, MethodValue) and isinstance(value.self_value, ContextValue)
+            and value.self_value.kind == "autocast"):
+        return value.self_value
+    return None
+
+
+def _leave_autocast_blocks(tx: Translator, blocks: dict[int, ContextValue]) -> None:
+    """The graph leaves the open autocast blocks (innermost first), and so does tracing."""
+    from torch.amp import autocast_mode
+
+    for slot in sorted(blocks, reverse=True):
+        state: Any = blocks[slot].state  # (the graph's enter node, the real autocast)
+        node, real = state
+        tx.output.create_node("call_function", autocast_mode._exit_autocast, (node,), {}, None)
+        real.__exit__(None, None, None)
+
+
+def _call_exits(cg: codegen.CodeBuilder, temps: list[str]) -> None:
+    """Call each exit callable in `temps` with `(None, None, None)`, in order."""
+    for temp in temps:
+        if not versions.null_after_callable():
+            cg.emit(versions.push_null())
+        cg.load_fast(temp)
+        if versions.null_after_callable():
+            cg.emit(versions.push_null())
+        for _ in range(3):
+            cg.load_const(None)
+        cg.call_function(3)
+        cg.instrs.append(Instr("POP_TOP"))
 
 
 def select_branch(condition: object, if_true: object, if_false: object) -> object:
@@ -143,11 +185,20 @@ def emit_break(
     iter_slots: set[int] = set()
     grad_modes = {slot: _grad_exit_mode(tx, value) for slot, value in enumerate(tx.stack)}
     exit_temps = _leave_grad_blocks(tx, grad_modes)
+    autocasts = {slot: ctx for slot, value in enumerate(tx.stack)
+                 if (ctx := _autocast_block(value)) is not None}
+    _leave_autocast_blocks(tx, autocasts)
+    # NOTE: open autocast blocks are entered for real around the instruction run for real
+    # (then left again); a resume function's prologue enters them again for the rest.
+    autocast_temps = {slot: _new_temp() for slot in autocasts}
+    autocast_exits = [autocast_temps[slot] for slot in sorted(autocasts, reverse=True)]
     operands = len(tx.stack) - _operand_count(tx, ins)
     for slot, value in enumerate(tx.stack):
         wrapped = _compiled_callee(value, compile_callee) if slot == callee else None
         if grad_modes[slot] is not None:
             stack_temps.append(exit_temps[slot])
+        elif slot in autocasts:
+            stack_temps.append(autocast_temps[slot])
         elif wrapped is not None:
             cg.load_object(wrapped)
             callee_temp = _new_temp(cg)
@@ -185,7 +236,14 @@ def emit_break(
         the instruction's operands (the others are its results)."""
         slots = frozenset(i for i in iter_slots if i < below)
         nulls = frozenset(i for i in null_slots if i < below)
-        return make_resume(resume_code(tx.code, index, nstack, names, slots, nulls))
+        entered = {i: (enter_autocast, ctx.args) for i, ctx in autocasts.items() if i < below}
+        return make_resume(resume_code(tx.code, index, nstack, names, slots, nulls, entered))
+
+    def passed_below(temps: list[str | None]) -> list[str | None]:
+        """The stack temps passed to a resume function (not NULLs, not the exits its
+        prologue makes)."""
+        return [t for j, t in enumerate(temps)
+                if t is not None and not (j in autocasts and t == autocast_temps[j])]
 
     replay()
     for slot, exit_temp in exit_temps.items():
@@ -194,6 +252,12 @@ def emit_break(
         cg.load_const(grad_modes[slot])
         cg.call_function(1)
         cg.store_fast(exit_temp)
+    for slot in sorted(autocasts):
+        cg.load_callable(enter_autocast)
+        for arg in autocasts[slot].args:
+            cg.load_const(arg)
+        cg.call_function(len(autocasts[slot].args))
+        cg.store_fast(autocast_temps[slot])
     for temp in stack_temps:
         _load(cg, temp)
     if ins.opname in _BRANCHES:
@@ -213,7 +277,8 @@ def emit_break(
         cg.call_function(3)
         chosen = _new_temp(cg)
         cg.store_fast(chosen)
-        args: list[str | None] = [t for t in rest if t is not None]
+        _call_exits(cg, autocast_exits)
+        args = passed_below(rest)
         _call_temp(cg, chosen, args + list(local_temps.values()))
         return
     entry = exception_handler(tx.code, tx.ip)
@@ -230,7 +295,8 @@ def emit_break(
         cg.instrs.append(handler)  # type: ignore[arg-type]  # a label
         error = _new_temp(cg)
         cg.store_fast(error)
-        below = [t for t in stack_temps[: entry.depth] if t is not None]
+        _call_exits(cg, autocast_exits)
+        below = passed_below(stack_temps[: entry.depth])
         if entry.lasti:
             lasti = _new_temp(cg)
             cg.load_const(ins.offset)
@@ -248,9 +314,11 @@ def emit_break(
     results = [_new_temp(cg) for _ in range(depth)]
     for result in reversed(results):
         cg.store_fast(result)
+    _call_exits(cg, autocast_exits)
     resume = resume_at(tx.ip + 1, depth, depth - 1)
     cg.load_callable(resume)
-    passed = [r for j, r in enumerate(results) if not (j < depth - 1 and j in null_slots)]
+    passed = [r for j, r in enumerate(results)
+              if not (j < depth - 1 and (j in null_slots or j in autocasts))]
     for temp in [*passed, *local_temps.values()]:
         _load(cg, temp)
     cg.call_function(len(passed) + len(local_temps))
@@ -476,11 +544,15 @@ def resume_code(
     local_names: list[str],
     iter_slots: frozenset[int] = frozenset(),
     null_slots: frozenset[int] = frozenset(),
+    entered: Mapping[int, tuple[Callable[..., Any], tuple[object, ...]]] | None = None,
 ) -> types.CodeType:
     """`code` entered at instruction `index` with `nstack` stack items and `local_names`
     bound, all passed as positional arguments (stack items first). The stack items at
     `iter_slots` are passed as sequences and entered as iterators (`for` loops); those at
-    `null_slots` are the NULLs of pending calls, pushed by the prologue, not passed."""
+    `null_slots` are the NULLs of pending calls, pushed by the prologue, not passed; those
+    in `entered` (slot -> (function, constant arguments)) are made by the prologue calling
+    the function (the exit of an autocast block entered again), not passed."""
+    entered = entered or {}
     instructions = decode(code)
     position = sum(1 for ins in instructions[:index] if ins.raw_opname != "EXTENDED_ARG")
     bc = Bytecode.from_code(code)
@@ -495,11 +567,22 @@ def resume_code(
             seen += 1
     label = Label()
     items.insert(at, label)
-    stack_names = [_STACK_ARG.format(i) for i in range(nstack) if i not in null_slots]
+    stack_names = [_STACK_ARG.format(i) for i in range(nstack)
+                   if i not in null_slots and i not in entered]
     entry: list[Any] = versions.prologue(len(code.co_freevars))
     for slot in range(nstack):
         if slot in null_slots:
             entry.extend(versions.push_null())
+            continue
+        if slot in entered:
+            function, args = entered[slot]
+            if not versions.null_after_callable():
+                entry.extend(versions.push_null())
+            entry.append(Instr("LOAD_CONST", function))
+            if versions.null_after_callable():
+                entry.extend(versions.push_null())
+            entry.extend(Instr("LOAD_CONST", arg) for arg in args)
+            entry.extend(versions.call(len(args)))
             continue
         entry.append(Instr("LOAD_FAST", _STACK_ARG.format(slot)))
         if slot in iter_slots:

@@ -918,8 +918,9 @@ def _call_lru_cached(
 
 # NOTE: imported last, for registration: these modules use the helpers above.
 from capture.interp import autograd_specials as _autograd
+from capture.interp import context_specials as _contexts
 from capture.interp import copying as _copying
 from capture.interp import specials_containers as _containers
 from capture.interp import specials_library as _library
 
-_REGISTERED_MODULES = (_containers, _library, _copying, _autograd)
+_REGISTERED_MODULES = (_containers, _library, _copying, _autograd, _contexts)
