@@ -96,6 +96,8 @@ def _get_attr(tx: Translator, value: Value, name: str) -> Value:
         if attr is not None:
             return attr
         func = inspect.getattr_static(torch.Tensor, name, None)
+        # NOTE: torch.Tensor's own dict can change (a method added or replaced on the class).
+        lookup_guards.guard_class_lookup(tx, torch.Tensor, name)
         if func is None:
             raise AttrMissing(name)
         if isinstance(func, (property, types.GetSetDescriptorType, types.MemberDescriptorType)):

@@ -283,6 +283,8 @@ def inline_function(
         # defaults and closure cells are guarded through the function itself: short
         # accessors, whatever chain of closures and attributes led to it.
         src = ConstSource.of(fn)
+        # NOTE: `__code__` is writable: the same function object may run other code later.
+        output.add_guard(AttrSource(src, "__code__"), GuardKind.ID_MATCH, code)
         if fn.__defaults__:
             # One identity check on the tuple fixes every immutable default in it.
             output.add_guard(AttrSource(src, "__defaults__"), GuardKind.ID_MATCH, fn.__defaults__)

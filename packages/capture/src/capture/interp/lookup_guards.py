@@ -65,6 +65,15 @@ def static_lookup(cls: type, name: str, start: int = 0) -> tuple[int, object]:
     return -1, MISSING
 
 
+#: `Py_TPFLAGS_IMMUTABLETYPE`: a type whose attributes cannot be set (object, int,
+#: torch._C.TensorBase, ...).
+_IMMUTABLE_TYPE = 1 << 8
+
+
+def _immutable(cls: type) -> bool:
+    return cls is object or bool(cls.__flags__ & _IMMUTABLE_TYPE)
+
+
 def guard_class_lookup(tx: Translator, cls: type, name: str, start: int = 0) -> object:
     """`static_lookup(cls, name, start)`'s entry, with guards that it stays the result.
 
@@ -76,10 +85,10 @@ def guard_class_lookup(tx: Translator, cls: type, name: str, start: int = 0) -> 
     mro = cls.__mro__
     stop = index if index >= 0 else len(mro)
     for klass in mro[start:stop]:
-        if klass is object:
-            continue  # NOTE: builtins' dicts cannot change
+        if _immutable(klass):
+            continue  # NOTE: builtins' (and other immutable types') dicts cannot change
         output.add_guard(class_dict_source(klass), GuardKind.KEY_ABSENT, name)
-    if index >= 0 and mro[index] is not object:
+    if index >= 0 and not _immutable(mro[index]):
         entry = ItemSource(class_dict_source(mro[index]), name)
         if is_guardable_constant(static):
             output.add_guard(entry, GuardKind.CONST_EQ, static)
