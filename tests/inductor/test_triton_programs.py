@@ -108,7 +108,8 @@ def render(fn: Callable[..., Any], inputs: Sequence[torch.Tensor]) -> str:
     for k in p.kernels.values():
         assert isinstance(k, TritonKernel)
         text = k.source[k.source.index("@triton.jit\ndef triton_"):]
-        parts += [f"# configs {k.configs} persistent={k.persistent}", text.rstrip()]
+        split = f" split={k.split}" if k.split > 1 else ""
+        parts += [f"# configs {k.configs} persistent={k.persistent}{split}", text.rstrip()]
     return normalize_kernel_names("\n".join(parts)).replace("triton_", "kernel") + "\n"
 
 
@@ -242,6 +243,50 @@ def kernelc0309a40d2bbfad0(in_ptr0, in_ptr1, in_ptr2, out_ptr0, XBLOCK: tl.const
         n2_t10 = tl.load(in_ptr2 + r0_0, mask=xmask & rmask, other=0)
         n2_t11 = (n2_t9 + n2_t10)
         tl.store(out_ptr0 + (r0_0 + (2000 * x0)), n2_t11, mask=xmask & rmask)
+""")
+
+    def test_split_full_sum_is_partials_then_final(self) -> None:
+        # NOTE: 2^16 elements: 16 programs of 4096 (the partials), then one final program
+        self.assertExpectedInline(render(lambda x: x.sum() * 2, [torch.randn(256, 256)]), """\
+# schedule
+step0: kernel outer=() nodes=['buf0', 'buf1'] local=['buf0']
+# wrapper
+def call(arg0):
+    buf1 = empty_strided((), (), dtype=torch.float32)
+    kernelf32286ce70ff290a(arg0, buf1)
+    return (buf1,)
+# configs ((1, 1024, 8),) persistent=False split=16
+@triton.jit
+def kernelf32286ce70ff290a(in_ptr0, out_ptr0, ws_n0, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
+    xidx = tl.arange(0, XBLOCK)[:, None]
+    xmask = xidx < 1
+    xzero = xidx * 0
+    rzero = tl.zeros([1, RBLOCK], tl.int32)
+    n0_acc = tl.full([XBLOCK, RBLOCK], 0.0, tl.float32)
+    rstart = tl.program_id(0) * 4096
+    for roffset in range(0, 4096, RBLOCK):
+        ridx = rstart + roffset + tl.arange(0, RBLOCK)[None, :]
+        rmask = ridx < 65536
+        r0_0 = (ridx // 256)
+        r0_1 = (ridx % 256)
+        n0_t0 = tl.load(in_ptr0 + ((256 * r0_0) + r0_1), mask=xmask & rmask, other=0)
+        n0_acc = tl.where(xmask & rmask, n0_acc + n0_t0, n0_acc)
+    tl.store(ws_n0 + xidx * 16 + tl.program_id(0), tl.sum(n0_acc, 1)[:, None], mask=xmask)
+
+
+@triton.jit
+def kernelf32286ce70ff290a_final(in_ptr0, out_ptr0, ws_n0, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
+    xidx = tl.arange(0, XBLOCK)[:, None]
+    xmask = xidx < 1
+    xzero = xidx * 0
+    rzero = tl.zeros([1, RBLOCK], tl.int32)
+    ridx = tl.arange(0, RBLOCK)[None, :]
+    rmask = ridx < 16
+    n0_t1 = tl.sum(tl.where(xmask & rmask, tl.load(ws_n0 + xidx * 16 + ridx, mask=xmask & rmask, other=0.0), 0.0), 1)[:, None]
+    n1_t0 = n0_t1
+    n1_t1 = tl.full([], 2.0, tl.float32)
+    n1_t2 = (n1_t0 * n1_t1)
+    tl.store(out_ptr0 + 0 + xzero, n1_t2, mask=xmask)
 """)
 
 

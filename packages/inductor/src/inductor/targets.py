@@ -20,7 +20,8 @@ import torch
 
 from inductor import config
 from inductor.codegen.cpp import CppKernel, generate_kernel
-from inductor.codegen.triton import TritonKernel, generate_triton, triton_can_fuse
+from inductor.codegen.triton import TritonKernel, triton_can_fuse
+from inductor.codegen.triton_split import generate_triton_kernel
 from inductor.ir.checks import ERR_PARAM
 from inductor.ir.nodes import Buffer, ComputedBuffer
 from inductor.runtime.cpp_build import load_kernels
@@ -95,8 +96,9 @@ class TritonTarget:
         self.name = "triton-interpreter" if interpret else "triton"
 
     def generate(self, group: FusedGroup, buffers: dict[str, Buffer]) -> Kernel:
-        """The group's `@triton.jit` kernel source and its launch configuration."""
-        return generate_triton(group, buffers, interpret=self.interpret)
+        """The group's `@triton.jit` kernel source and its launch configuration (two
+        kernels in one module for a split reduction)."""
+        return generate_triton_kernel(group, buffers, interpret=self.interpret)
 
     def load(self, kernels: Sequence[Kernel]) -> dict[str, Any]:
         """Launchers of the kernels (modules written to the cache directory, imported)."""

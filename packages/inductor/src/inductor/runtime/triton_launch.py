@@ -6,8 +6,10 @@ On a GPU a kernel with several candidate configurations (`TritonKernel.configs`:
 sizes and warps) times each on its first call with CUDA events and keeps the fastest; the
 winner is written beside the module (`<name>.best`), so a warm start neither tunes nor
 re-times. A kernel that reads a buffer it writes (by name, or through arguments that share
-memory at run time) is never run twice: it takes the first configuration. After the first launch, later calls go through the compiled kernel directly
-(skipping the JIT's argument binding) while the arguments keep the first call's alignment.
+memory at run time) is never run twice: it takes the first configuration. After the first
+launch, later calls go through the compiled kernel directly (skipping the JIT's argument
+binding) while the arguments keep the first call's alignment. A split reduction
+(`codegen/triton_split.py`) launches its two kernels with fresh workspaces for the partials.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def _import(kernel: TritonKernel, path: Path) -> Any:
         config.use_triton_interpreter()
         interpret_triton_library()
     spec.loader.exec_module(module)
-    return getattr(module, kernel.name)
+    return module
 
 
 def _overlapping(args: Sequence[Any]) -> bool:
@@ -73,12 +75,56 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+class _FastPath:
+    """After the first launch of one `@triton.jit` function, later launches go through its
+    compiled kernel directly while the tensors keep the first call's alignment."""
+
+    def __init__(self) -> None:
+        self.compiled: Any = None
+        self.grid: tuple[int, ...] = ()
+        self.align: tuple[bool, ...] = ()
+        self.extra: tuple[int, ...] = ()
+        self.on = True  # NOTE: off once a compiled kernel refused our arguments
+
+    def call(self, args: Sequence[Any]) -> bool:
+        """Launch through the compiled kernel; False when the caller must use the JIT."""
+        if self.compiled is None or _alignment(args) != self.align:
+            return False
+        try:
+            self.compiled[self.grid](*args, *self.extra)
+            return True
+        except TypeError:
+            # NOTE: Triton versions differ in whether a compiled kernel takes its
+            # constexpr arguments; the count is checked before anything launches
+            if not self.extra:
+                self.compiled = None
+                self.on = False
+                return False
+            self.extra = ()
+            self.compiled[self.grid](*args)
+            return True
+
+    def keep(self, compiled: Any, grid: tuple[int, ...], args: Sequence[Any],
+             constexprs: tuple[int, ...]) -> None:
+        """Remember what the JIT launch returned, for later calls."""
+        if self.compiled is None and self.on and hasattr(compiled, "__getitem__"):
+            self.compiled = compiled
+            self.grid = grid + (1,) * (3 - len(grid))
+            self.align = _alignment(args)
+            self.extra = constexprs
+
+
+def _alignment(args: Sequence[Any]) -> tuple[bool, ...]:
+    return tuple(a.data_ptr() % 16 == 0 for a in args if isinstance(a, torch.Tensor))
+
+
 class Launcher:
     """Calls one kernel: `launcher(*tensors_and_scalars)`."""
 
-    def __init__(self, kernel: TritonKernel, fn: Any, best_path: Path) -> None:
+    def __init__(self, kernel: TritonKernel, module: Any, best_path: Path) -> None:
         self.kernel = kernel
-        self.fn = fn
+        self.fn = getattr(module, kernel.name)
+        self.final: Any = getattr(module, f"{kernel.name}_final", None)
         self.best_path = best_path
         self.config: tuple[int, int, int] | None = None
         if best_path.exists():
@@ -88,14 +134,13 @@ class Launcher:
                     self.config = best
             except (OSError, ValueError):
                 self.config = None
-        self.grid: tuple[int, ...] = ()
-        self.compiled: Any = None
-        self.align: tuple[bool, ...] = ()
-        self.extra: tuple[int, ...] = ()
-        self.fast = True  # NOTE: off once a compiled kernel refused our arguments
+        self.fast = _FastPath()
+        self.fast_final = _FastPath()
 
     def _grid(self, cfg: tuple[int, int, int]) -> tuple[int, ...]:
         k = self.kernel
+        if k.split > 1:
+            return (k.split,)
         total = k.xnumel if k.reduction else k.xnumel * k.rnumel
         return (_cdiv(total, cfg[0]),)
 
@@ -105,33 +150,40 @@ class Launcher:
             return self.fn[self._grid(cfg)](*args, XBLOCK=xb, RBLOCK=rb)
         return self.fn[self._grid(cfg)](*args, XBLOCK=xb, RBLOCK=rb, num_warps=warps)
 
-    def _alignment(self, args: Sequence[Any]) -> tuple[bool, ...]:
-        return tuple(a.data_ptr() % 16 == 0 for a in args if isinstance(a, torch.Tensor))
-
     def __call__(self, *args: Any) -> None:
-        if self.compiled is not None and self._alignment(args) == self.align:
-            try:
-                self.compiled[self.grid](*args, *self.extra)
-                return
-            except TypeError:
-                # NOTE: Triton versions differ in whether a compiled kernel takes its
-                # constexpr arguments; the count is checked before anything launches
-                if not self.extra:
-                    self.compiled = None
-                    self.fast = False
-                else:
-                    self.extra = ()
-                    self.compiled[self.grid](*args)
-                    return
+        if self.kernel.split > 1:
+            self._split(args)
+            return
+        if self.fast.call(args):
+            return
         if self.config is None:
             self.config = self._tune(args)
         compiled = self._run(self.config, args)
-        if (self.compiled is None and self.fast and not self.kernel.interpret
-                and hasattr(compiled, "__getitem__")):
-            self.compiled = compiled
-            self.grid = self._grid(self.config) + (1, 1)
-            self.align = self._alignment(args)
-            self.extra = self.config[:2]
+        if not self.kernel.interpret:
+            self.fast.keep(compiled, self._grid(self.config), args, self.config[:2])
+
+    def _split(self, args: Sequence[Any]) -> None:
+        """A split reduction: partials of each chunk into workspaces, then the final."""
+        k = self.kernel
+        device = next(a.device for a in args if isinstance(a, torch.Tensor))
+        rows = k.configs[0][0]
+        ws = [torch.empty(rows * k.split, dtype=getattr(torch, dt), device=device)
+              for dt in k.workspaces]
+        full = [*args, *ws]
+        xb, rb, warps = k.configs[0]
+        final_warps = 4 if k.split <= 256 else 8
+        if not self.fast.call(full):
+            if k.interpret:
+                self.fn[(k.split,)](*full, XBLOCK=xb, RBLOCK=rb)
+            else:
+                c = self.fn[(k.split,)](*full, XBLOCK=xb, RBLOCK=rb, num_warps=warps)
+                self.fast.keep(c, (k.split,), full, (xb, rb))
+        if not self.fast_final.call(full):
+            if k.interpret:
+                self.final[(1,)](*full, XBLOCK=xb, RBLOCK=k.split)
+            else:
+                c = self.final[(1,)](*full, XBLOCK=xb, RBLOCK=k.split, num_warps=final_warps)
+                self.fast_final.keep(c, (1,), full, (xb, k.split))
 
     def _tune(self, args: Sequence[Any]) -> tuple[int, int, int]:
         k = self.kernel

@@ -1,0 +1,64 @@
+"""Split reductions on the Triton target (`codegen/triton_split.py`): a full reduction of a
+big tensor, or a few very long rows, as partials over chunks then a final kernel; each kind
+of reduction against eager, ties and NaN across chunks, the epilogue in the final kernel,
+and the error of a million-element sum against float64 within 2x of eager's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from inductor.codegen import triton_split
+from triton_support import DEVICE, check, compile_triton, randn, triton_kernels
+
+
+@pytest.fixture
+def short_split(monkeypatch: Any) -> None:
+    """Rows of 2048 and more split, in chunks of 512 (the interpreter is slow)."""
+    monkeypatch.setattr(triton_split, "SPLIT_MIN_RNUMEL", 2048)
+    monkeypatch.setattr(triton_split, "SPLIT_CHUNK", 512)
+
+
+def test_every_kind_of_full_reduction_splits_into_one_kernel_pair(short_split: None) -> None:
+    def f(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (x.sum(), x.mean() * 2 + 1, x.amax(), x.amin(), x.argmax(), x.argmin(),
+                (x > 4.5).any(), (x > -9).all(), (x * x).sum(), (x * 1e-3 + 1).prod())
+
+    x = randn(60, 71)
+    x[3, 7] = -7.0
+    compiled = check(f, [x], rtol=1e-4, atol=1e-4)
+    ks = triton_kernels(compiled)
+    assert len(ks) == 1 and ks[0].split > 1, [(k.split, k.xnumel) for k in ks]
+    assert f"def {ks[0].name}_final(" in ks[0].source
+
+
+def test_ties_and_nan_across_chunks_and_long_rows(short_split: None) -> None:
+    x = torch.zeros(3, 4000, device=DEVICE)
+    x[:, 5] = x[:, 3900] = 2.0  # NOTE: the same maximum in the first and the last chunk
+    x[:, 100] = x[:, 3000] = -2.0
+    x[2, 2000] = float("nan")
+    compiled = check(lambda v: (v.argmax(-1), v.argmin(-1), v.amax(-1), v.sum(-1) + 1),
+                     [x])
+    assert [k.split > 1 for k in triton_kernels(compiled)] == [True]
+
+
+def test_two_pass_groups_are_not_split(short_split: None) -> None:
+    compiled = check(lambda v: torch.var_mean(v), [randn(4000) * 2 + 3], rtol=1e-4,
+                     atol=1e-4)
+    assert all(k.split == 1 for k in triton_kernels(compiled))
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="the float64 reference runs on the CPU")
+def test_a_million_element_sum_is_as_exact_as_eager() -> None:
+    g = torch.Generator().manual_seed(3)
+    xs = [torch.rand(1_000_000, generator=g) for _ in range(2)]
+    ours = eager = 0.0
+    for fn in (lambda t: t.sum(), lambda t: t.mean()):
+        compiled = compile_triton(fn, [xs[0]])
+        assert triton_kernels(compiled)[0].split > 1
+        for x in xs:
+            ref = fn(x.double())
+            ours += (compiled(x)[0].double() - ref).abs().item() / ref.abs().item()
+            eager += (fn(x).double() - ref).abs().item() / ref.abs().item()
+    assert ours <= 2 * eager, (ours, eager)
