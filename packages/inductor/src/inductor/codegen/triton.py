@@ -147,6 +147,7 @@ class TritonGen:
         self.inplace = bool(loaded & writes)
         self.int64 = self._needs_int64()
         self.values: dict[str, tuple[str, str]] = {}  # buffer -> (variable, level) stored
+        self._loads: dict[str, str] = {}  # load expression -> variable, in this loop scope
         self.inner_names: dict[tuple[int, ...], int] = {}
         self.seeds: set[str] = set()
 
@@ -282,6 +283,14 @@ class TritonGen:
         level = "c"
         if op.kind == "load":
             text, level = self._load(str(a[0]), self._sub(a[1], subs), node_level)
+            # NOTE: nodes of one group often load the same element (softmax's three reads
+            # of x): one load per loop scope, the others name its variable
+            if text.startswith("tl.load("):
+                prev = self._loads.get(text)
+                if prev is None:
+                    self._loads[text] = var
+                else:
+                    text = prev
         elif op.kind == "constant":
             assert op.dtype is not None
             text = f"tl.full([], {literal(a[0], op.dtype)}, {TL_DTYPE[op.dtype]})"
@@ -575,6 +584,7 @@ class TritonGen:
             accs.append((ni, n, kind, vt))
         w.add(f"for roffset in range(0, {self.rnumel}, RBLOCK):")
         w.level += 1
+        self._loads.clear()
         w.add("ridx = roffset + tl.arange(0, RBLOCK)[None, :]")
         w.add(f"rmask = ridx < {self.rnumel}")
         self._inner_decomposition(w)
@@ -608,6 +618,7 @@ class TritonGen:
                         "any": f"{acc} | ({full} != 0)", "all": f"{acc} & ({full} != 0)"}[kind]
                 w.add(f"{acc} = tl.where(xmask & rmask, {comb}, {acc})")
         w.level -= 1
+        self._loads.clear()
         for name in loop_values:
             # NOTE: r-level values live in the loop; later loops load them from memory.
             self.values.pop(name, None)

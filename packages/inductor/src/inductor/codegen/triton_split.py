@@ -128,6 +128,7 @@ class SplitTritonGen(TritonGen):
         w.add(f"rstart = {pid} * {self.chunk}")
         w.add(f"for roffset in range(0, {self.chunk}, RBLOCK):")
         w.level += 1
+        self._loads.clear()
         w.add("ridx = rstart + roffset + tl.arange(0, RBLOCK)[None, :]")
         w.add(f"rmask = ridx < {self.rnumel}")
         self._inner_decomposition(w)
@@ -141,6 +142,7 @@ class SplitTritonGen(TritonGen):
             if red is not None:
                 self._accumulate(w, ni, body.ops[red], refs)
         w.level -= 1
+        self._loads.clear()
         for _, n, _, _ in loop:
             self.values.pop(n.name, None)  # NOTE: the final kernel sees only the partials
         for ni, kind, vt in accs:
