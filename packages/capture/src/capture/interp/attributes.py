@@ -22,7 +22,7 @@ from guards.sources import (
 
 from capture import torch_ops
 from capture.graph_break import GraphBreakKind, unsupported
-from capture.interp import lookup_guards, tensor_facts
+from capture.interp import dispatch, lookup_guards, tensor_facts
 from capture.interp.private_objects import PrivateObjectValue, private_attr, private_store
 from capture.output_graph import GuardKind
 from capture.values import (
@@ -45,8 +45,7 @@ if TYPE_CHECKING:
     from capture.interp.translator import Translator
 
 
-class AttrMissing(Exception):
-    """The attribute does not exist (what AttributeError would be in eager)."""
+AttrMissing = dispatch.AttrMissing
 
 
 def get_attr(tx: Translator, value: Value, name: str) -> Value:
@@ -57,9 +56,8 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
     except AttrMissing:
         _guard_absent(tx, value, name)
         raise
-    from capture.interp.handlers_load_store import DELETED
 
-    if result is DELETED:
+    if result is dispatch.DELETED:
         raise AttrMissing(name)
     return result
 
@@ -193,7 +191,6 @@ def _builtin_method(value: Value, cls: type, name: str) -> Value:
 
 def _class_attr(tx: Translator, owner: Value, cls: type, name: str) -> Value | None:
     """Look `name` up on the class: methods bind to `owner`, properties run their getter."""
-    from capture.interp.calls import call_value
 
     static = lookup_guards.guard_class_lookup(tx, cls, name)
     if static is lookup_guards.MISSING:
@@ -209,7 +206,7 @@ def _class_attr(tx: Translator, owner: Value, cls: type, name: str) -> Value | N
     if isinstance(static, classmethod):
         return MethodValue(ConstantValue(cls), ConstantValue(static.__func__))
     if isinstance(static, property) and static.fget is not None:
-        return call_value(tx, ConstantValue(static.fget), [owner], {})
+        return dispatch.call_value(tx, ConstantValue(static.fget), [owner], {})
     return None
 
 
@@ -357,9 +354,8 @@ def _super_attr(tx: Translator, sv: SuperValue, name: str) -> Value:
             if isinstance(static, classmethod):
                 return MethodValue(ConstantValue(obj_type), ConstantValue(static.__func__))
             if isinstance(static, property) and static.fget is not None:
-                from capture.interp.calls import call_value
 
-                return call_value(tx, ConstantValue(static.fget), [sv.obj], {})
+                return dispatch.call_value(tx, ConstantValue(static.fget), [sv.obj], {})
             if callable(static):
                 return MethodValue(sv.obj, ConstantValue(static))
             return wrap(tx.output, static, None)
@@ -378,9 +374,8 @@ def store_attr(tx: Translator, owner: Value, name: str, value: Value) -> None:
         if isinstance(descriptor, property):
             if descriptor.fset is None:
                 raise unsupported(GraphBreakKind.EXCEPTION, f"AttributeError: can't set {name!r}")
-            from capture.interp.calls import call_value
 
-            call_value(tx, ConstantValue(descriptor.fset), [owner, value], {})
+            dispatch.call_value(tx, ConstantValue(descriptor.fset), [owner, value], {})
             return
     if isinstance(owner, ConstantValue) and isinstance(owner.value, type):
         output.side_effects.store_attr(owner, name, value)
@@ -388,9 +383,8 @@ def store_attr(tx: Translator, owner: Value, name: str, value: Value) -> None:
     if isinstance(owner, ObjectValue) and owner.obj is None:
         setter = inspect.getattr_static(owner.cls, "__setattr__", object.__setattr__)
         if setter is not object.__setattr__ and inspect.isfunction(setter):
-            from capture.interp.calls import call_value
 
-            call_value(tx, ConstantValue(setter), [owner, ConstantValue(name), value], {})
+            dispatch.call_value(tx, ConstantValue(setter), [owner, ConstantValue(name), value], {})
             return
         owner.attrs[name] = value
         return
@@ -409,3 +403,31 @@ def store_attr(tx: Translator, owner: Value, name: str, value: Value) -> None:
     raise unsupported(
         GraphBreakKind.UNSUPPORTED_OBJECT, f"setting attribute {name!r} on {owner.describe()}"
     )
+
+
+def delete_attribute(tx: Translator, owner: Value, name: str) -> None:
+    """`del owner.name` (and `delattr(owner, name)`)."""
+    if isinstance(owner, PrivateObjectValue):
+        try:
+            delattr(owner.obj, name)
+        except AttributeError as error:
+            raise unsupported(GraphBreakKind.EXCEPTION, f"AttributeError: {error}") from None
+        return
+    if isinstance(owner, ObjectValue) and owner.obj is None:
+        if owner.attrs.pop(name, None) is None:
+            raise unsupported(GraphBreakKind.EXCEPTION, f"AttributeError: {name!r}")
+        return
+    if isinstance(owner, (ObjectValue, ModuleValue)) and owner.source is not None:
+        effects = tx.output.side_effects
+        real = owner.obj if isinstance(owner, ObjectValue) else owner.module
+        if effects.pending_attr(owner, name) is not None and not hasattr(real, name):
+            effects.attr_writes[effects.key(owner)][1].pop(name)
+            return
+        effects.store_attr(owner, name, dispatch.DELETED)
+        return
+    raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"del of attribute {name!r}")
+
+
+dispatch.get_attr = get_attr
+dispatch.store_attr = store_attr
+dispatch.guard_missing_attr = guard_missing_attr

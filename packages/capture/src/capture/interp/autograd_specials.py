@@ -23,6 +23,7 @@ import torch.utils.checkpoint
 
 from capture import torch_ops
 from capture.graph_break import GraphBreakKind, unsupported
+from capture.interp import dispatch
 from capture.interp.builtins_table import special
 from capture.values import ConstantValue, TensorValue, Value
 
@@ -67,7 +68,6 @@ def _applier(cls: type[torch.autograd.Function]) -> Callable[..., Any]:
 
 @special(torch.utils.checkpoint.checkpoint)
 def _checkpoint(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    from capture.interp.calls import call_value
 
     kwargs = dict(kwargs)
     reentrant = kwargs.pop("use_reentrant", ConstantValue(None))
@@ -89,7 +89,7 @@ def _checkpoint(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
         raise unsupported(GraphBreakKind.EXCEPTION, "checkpoint() without a function")
     graph = tx.output.graph
     before = set(graph.nodes)
-    result = call_value(tx, args[0], list(args[1:]), kwargs)
+    result = dispatch.call_value(tx, args[0], list(args[1:]), kwargs)
     region = next(_regions)
     for node in graph.nodes:
         if node not in before and node.op != "placeholder":

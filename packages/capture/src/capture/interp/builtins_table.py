@@ -21,7 +21,7 @@ import torch
 
 from capture import torch_ops
 from capture.graph_break import HINT_DATA_DEPENDENT, GraphBreakKind, RaisedInTrace, unsupported
-from capture.interp import operators
+from capture.interp import dispatch, operators
 from capture.interp.lookup_guards import class_method
 from capture.values import (
     ConstantValue,
@@ -159,11 +159,10 @@ def _len(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if isinstance(value, ObjectValue) and value.dict_items is not None:
         return ConstantValue(len(value.dict_items.items))
     if isinstance(value, ObjectValue):
-        from capture.interp.calls import call_value
 
         method = class_method(tx, value.cls, "__len__")
         if method is not None and hasattr(method, "__code__"):
-            return call_value(tx, ConstantValue(method), [value], {})
+            return dispatch.call_value(tx, ConstantValue(method), [value], {})
     return ConstantValue(len(_const(value, "len()")))
 
 
@@ -207,16 +206,14 @@ def _type(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
 
 @special(getattr)
 def _getattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    from capture.interp.attributes import AttrMissing, get_attr
 
     name = _const(args[1], "getattr name")
     try:
-        return get_attr(tx, args[0], name)
-    except AttrMissing:
+        return dispatch.get_attr(tx, args[0], name)
+    except dispatch.AttrMissing:
         if len(args) == 3:
-            from capture.interp.attributes import guard_missing_attr
 
-            guard_missing_attr(tx, args[0])
+            dispatch.guard_missing_attr(tx, args[0])
             return args[2]
         raise unsupported(
             GraphBreakKind.EXCEPTION, f"AttributeError: {args[0].describe()} has no {name!r}"
@@ -225,22 +222,20 @@ def _getattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Val
 
 @special(hasattr)
 def _hasattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    from capture.interp.attributes import AttrMissing, get_attr, guard_missing_attr
 
     name = _const(args[1], "hasattr name")
     try:
-        get_attr(tx, args[0], name)
-    except AttrMissing:
-        guard_missing_attr(tx, args[0])
+        dispatch.get_attr(tx, args[0], name)
+    except dispatch.AttrMissing:
+        dispatch.guard_missing_attr(tx, args[0])
         return ConstantValue(False)
     return ConstantValue(True)
 
 
 @special(setattr)
 def _setattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    from capture.interp.attributes import store_attr
 
-    store_attr(tx, args[0], _const(args[1], "setattr name"), args[2])
+    dispatch.store_attr(tx, args[0], _const(args[1], "setattr name"), args[2])
     return NONE
 
 
@@ -250,9 +245,8 @@ def _object_setattr(tx: Translator, args: list[Value], kwargs: dict[str, Value])
     if isinstance(owner, ObjectValue) and owner.obj is None:
         owner.attrs[_const(name, "attribute name")] = value
         return NONE
-    from capture.interp.attributes import store_attr
 
-    store_attr(tx, owner, _const(name, "attribute name"), value)
+    dispatch.store_attr(tx, owner, _const(name, "attribute name"), value)
     return NONE
 
 
@@ -325,9 +319,8 @@ def iterate(tx: Translator, value: Value) -> IteratorValue:
         if isinstance(module, torch.nn.ModuleDict):
             return IteratorValue([ConstantValue(k) for k in module])
         if isinstance(module, torch.nn.ParameterList):
-            from capture.interp.attributes import get_attr
 
-            return IteratorValue([get_attr(tx, value, str(i)) for i in range(len(module))])
+            return IteratorValue([dispatch.get_attr(tx, value, str(i)) for i in range(len(module))])
     if isinstance(value, ObjectValue):
         if value.dict_items is not None:
             return IteratorValue(value.dict_items.unpack())
@@ -344,9 +337,8 @@ def iterate(tx: Translator, value: Value) -> IteratorValue:
             return IteratorValue([wrap(tx.output, item, None) for item in real_items])
         method = class_method(tx, value.cls, "__iter__")
         if method is not None and hasattr(method, "__code__"):
-            from capture.interp.calls import call_value
 
-            return iterate(tx, call_value(tx, ConstantValue(method), [value], {}))
+            return iterate(tx, dispatch.call_value(tx, ConstantValue(method), [value], {}))
         getitem = class_method(tx, value.cls, "__getitem__")
         if method is None and getitem is not None and hasattr(getitem, "__code__"):
             return _sequence_protocol(tx, value, getitem)
@@ -359,12 +351,11 @@ _MAX_SEQUENCE_ITEMS = 100_000
 def _sequence_protocol(tx: Translator, value: Value, getitem: object) -> IteratorValue:
     """`iter()` of an object with `__getitem__` and no `__iter__`: items 0, 1, ... until
     `__getitem__` raises IndexError (or StopIteration), as CPython's sequence iterator does."""
-    from capture.interp.calls import call_value
 
     items: list[Value] = []
     while len(items) < _MAX_SEQUENCE_ITEMS:
         try:
-            items.append(call_value(tx, ConstantValue(getitem), [value, ConstantValue(len(items))], {}))
+            items.append(dispatch.call_value(tx, ConstantValue(getitem), [value, ConstantValue(len(items))], {}))
         except RaisedInTrace as raised:
             if isinstance(raised.exception, (IndexError, StopIteration)):
                 return IteratorValue(items)
@@ -404,20 +395,18 @@ def _reversed(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Va
 
 @special(map)
 def _map(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    from capture.interp.calls import call_value
 
     lists = [_items(tx, a) for a in args[1:]]
-    return IteratorValue([call_value(tx, args[0], list(group), {}) for group in zip(*lists)])
+    return IteratorValue([dispatch.call_value(tx, args[0], list(group), {}) for group in zip(*lists)])
 
 
 @special(filter)
 def _filter(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    from capture.interp.calls import call_value
 
     out = []
     for item in _items(tx, args[1]):
         is_none = isinstance(args[0], ConstantValue) and args[0].value is None
-        keep = item if is_none else call_value(tx, args[0], [item], {})
+        keep = item if is_none else dispatch.call_value(tx, args[0], [item], {})
         if operators.truth(tx, keep):
             out.append(item)
     return IteratorValue(out)
@@ -479,7 +468,6 @@ def _defaultdict(tx: Translator, args: list[Value], kwargs: dict[str, Value]) ->
 
 
 def _reduce(tx: Translator, args: list[Value], kwargs: dict[str, Value], op: Any, name: str) -> Value:
-    from capture.interp.calls import call_value
 
     items = _items(tx, args[0]) if len(args) == 1 else list(args)
     key = kwargs.get("key")
@@ -502,7 +490,7 @@ def _reduce(tx: Translator, args: list[Value], kwargs: dict[str, Value], op: Any
             result = torch_ops.call_torch(tx, fold, [result, item], {})
         return result
     if key is not None:
-        keyed = [(_const(call_value(tx, key, [i], {}), "key"), n) for n, i in enumerate(items)]
+        keyed = [(_const(dispatch.call_value(tx, key, [i], {}), "key"), n) for n, i in enumerate(items)]
         best = op(keyed, key=lambda p: p[0])
         chosen: Value = items[best[1]]
         return chosen
@@ -542,7 +530,6 @@ def _all(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
 
 @special(sorted)
 def _sorted(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    from capture.interp.calls import call_value
 
     items = _items(tx, args[0])
     key = kwargs.get("key")
@@ -550,7 +537,7 @@ def _sorted(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Valu
     if key is None:
         keyed = [(_const(i, "sorted item"), n) for n, i in enumerate(items)]
     else:
-        keyed = [(_const(call_value(tx, key, [i], {}), "key"), n) for n, i in enumerate(items)]
+        keyed = [(_const(dispatch.call_value(tx, key, [i], {}), "key"), n) for n, i in enumerate(items)]
     keyed.sort(key=lambda p: p[0], reverse=reverse)
     return ListValue([items[n] for _, n in keyed])
 
@@ -779,16 +766,14 @@ _TABLE[id(context_exit)] = (context_exit, context_exit)
 
 def enter_context(tx: Translator, ctx: Value) -> tuple[Value, Value]:
     """BEFORE_WITH: returns (exit callable, value bound by `as`)."""
-    from capture.interp.attributes import get_attr
-    from capture.interp.calls import call_value
 
     if isinstance(ctx, ContextValue):
         result = _ctx_enter(tx, ctx)
         return MethodValue(ctx, ConstantValue(context_exit)), result
     if isinstance(ctx, (ObjectValue, ModuleValue)):
-        enter = get_attr(tx, ctx, "__enter__")
-        exit_ = get_attr(tx, ctx, "__exit__")
-        return exit_, call_value(tx, enter, [], {})
+        enter = dispatch.get_attr(tx, ctx, "__enter__")
+        exit_ = dispatch.get_attr(tx, ctx, "__exit__")
+        return exit_, dispatch.call_value(tx, enter, [], {})
     raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"`with` on {ctx.describe()}")
 
 
@@ -837,13 +822,12 @@ def unused(*_: Any) -> Any:
 
 def run_in_context(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """`ctx(fn)(*args)`: a function decorated with a context manager."""
-    from capture.interp.calls import call_value
 
     ctx, fn, *rest = args
     assert isinstance(ctx, ContextValue)
     fresh = ContextValue(ctx.kind, ctx.args)
     _ctx_enter(tx, fresh)
-    result = call_value(tx, fn, list(rest), kwargs)
+    result = dispatch.call_value(tx, fn, list(rest), kwargs)
     context_exit(tx, [fresh], {})
     return result
 
@@ -867,14 +851,13 @@ def call_callable_object(tx: Translator, obj: Any, args: list[Value], kwargs: di
         referent = obj()
         return NONE if referent is None else wrap(tx.output, referent, None)
     if isinstance(obj, operator.attrgetter):
-        from capture.interp.attributes import get_attr
 
         names = obj.__reduce__()[1]
         values = []
         for name in names:
             value = args[0]
             for part in str(name).split("."):
-                value = get_attr(tx, value, part)
+                value = dispatch.get_attr(tx, value, part)
             values.append(value)
         return values[0] if len(values) == 1 else TupleValue(values)
     if isinstance(obj, _LRU_CACHE_WRAPPER):
@@ -916,11 +899,4 @@ def _call_lru_cached(
     return wrap(tx.output, result, None)
 
 
-# NOTE: imported last, for registration: these modules use the helpers above.
-from capture.interp import autograd_specials as _autograd
-from capture.interp import context_specials as _contexts
-from capture.interp import copying as _copying
-from capture.interp import specials_containers as _containers
-from capture.interp import specials_library as _library
-
-_REGISTERED_MODULES = (_containers, _library, _copying, _autograd, _contexts)
+dispatch.iterate = iterate

@@ -15,7 +15,8 @@ from guards.sources import AttrSource, ClosureSource, ConstSource, DefaultSource
 
 from capture import policy, torch_ops
 from capture.graph_break import GraphBreakKind, new_exception, unsupported
-from capture.interp.lookup_guards import class_method
+from capture.interp import attributes, builtins_table, dispatch, operators
+from capture.interp.lookup_guards import class_method, guard_no_global_module_hooks
 from capture.output_graph import GuardKind
 from capture.values import (
     NULL,
@@ -51,7 +52,6 @@ def call_value(tx: Translator, fn: Value, args: list[Value], kwargs: dict[str, V
     if isinstance(fn, ModuleValue):
         return call_module(tx, fn, args, kwargs)
     if isinstance(fn, ContextValue):
-        from capture.interp import builtins_table
 
         if len(args) == 1 and not kwargs:
             return PartialValue(ConstantValue(builtins_table.run_in_context), [fn, args[0]], {})
@@ -62,7 +62,6 @@ def call_value(tx: Translator, fn: Value, args: list[Value], kwargs: dict[str, V
         if inspect.isfunction(call):
             return call_value(tx, ConstantValue(call), [fn, *args], kwargs)
         if fn.obj is not None:
-            from capture.interp import builtins_table
 
             handled = builtins_table.call_callable_object(tx, fn.obj, args, kwargs)
             if handled is not None:
@@ -78,7 +77,6 @@ def call_python(
     fn_value: Value | None = None,
 ) -> Value:
     """Call a real Python callable known at trace time."""
-    from capture.interp import builtins_table
 
     rule = policy.user_rule(obj)
     if rule is not None:
@@ -127,7 +125,6 @@ def _call_by_rule(
     kwargs: dict[str, Value],
 ) -> Value:
     """A call of a callable the user gave a rule (`graph_break`, `allow_in_graph`, ...)."""
-    from capture.interp import builtins_table, operators
 
     kind, polyfill = rule
     name = getattr(obj, "__qualname__", None) or repr(obj)
@@ -346,10 +343,8 @@ def call_module(
         raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, "module backward hooks")
     if module._forward_pre_hooks_with_kwargs or module._forward_hooks_with_kwargs:
         raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, "module hooks with kwargs")
-    from capture.interp.lookup_guards import guard_no_global_module_hooks
 
     guard_no_global_module_hooks(tx)
-    from capture.interp.attributes import get_attr
 
     if mv.source is not None:
         for table in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
@@ -366,7 +361,7 @@ def call_module(
         )
         if not (isinstance(result, ConstantValue) and result.value is None):
             args = result.unpack() if isinstance(result, TupleValue) else [result]
-    forward = get_attr(tx, mv, "forward")
+    forward = attributes.get_attr(tx, mv, "forward")
     entry: tuple[str, tuple[str, type]] = (mv.path, (mv.path, type(module)))
     if isinstance(forward, MethodValue) and isinstance(forward.func, ConstantValue):
         func = forward.func.value
@@ -389,7 +384,6 @@ def call_module(
 # -- classes ----------------------------------------------------------------------------
 def construct(tx: Translator, cls: type, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """`cls(*args, **kwargs)` for a class without a special handler."""
-    from capture.interp import builtins_table
 
     if issubclass(cls, torch.nn.Module):
         module = _construct_stateless_module(cls, args, kwargs)
@@ -400,7 +394,6 @@ def construct(tx: Translator, cls: type, args: list[Value], kwargs: dict[str, Va
             GraphBreakKind.UNSUPPORTED_CALL, f"creating the module {cls.__name__} while tracing"
         )
     if issubclass(cls, BaseException):
-        from capture.interp import operators
 
         ok, values = operators.python_constant(TupleValue(list(args)))
         if not ok or kwargs:
@@ -465,7 +458,6 @@ def is_null(value: Value) -> bool:
 
 def context_exit_value(ctx: ContextValue) -> Value:
     """The callable BEFORE_WITH pushes: calling it exits `ctx`."""
-    from capture.interp import builtins_table
 
     return MethodValue(ctx, ConstantValue(builtins_table.context_exit))
 
@@ -478,17 +470,16 @@ def _construct_stateless_module(
     cls: type, args: list[Value], kwargs: dict[str, Value]
 ) -> torch.nn.Module | None:
     """Build a module made inside forward (e.g. a loss) for real, if it holds no tensors."""
-    from capture.interp.operators import python_constant
 
     values = []
     for a in args:
-        ok, obj = python_constant(a)
+        ok, obj = operators.python_constant(a)
         if not ok:
             return None
         values.append(obj)
     options = {}
     for k, v in kwargs.items():
-        ok, obj = python_constant(v)
+        ok, obj = operators.python_constant(v)
         if not ok:
             return None
         options[k] = obj
@@ -502,3 +493,6 @@ def _construct_stateless_module(
     ):
         return None
     return module
+
+
+dispatch.call_value = call_value

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from guards.sources import AttrSource, ItemSource, Source
 
 from capture.graph_break import GraphBreakKind, unsupported
+from capture.interp.attributes import delete_attribute
 from capture.interp.builtins_table import special
 from capture.interp.private_objects import ATOMIC, PrivateObjectValue, plain, unchanged
 from capture.output_graph import GuardKind
@@ -48,7 +49,6 @@ def _deepcopy(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Va
 
 @special(delattr)
 def _delattr(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    from capture.interp.handlers_load_store import delete_attribute
 
     if len(args) != 2 or kwargs or not isinstance(args[1], ConstantValue):
         raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, "delattr with a computed name")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from capture.bytecode import versions
 from capture.bytecode.instructions import Instruction
 from capture.graph_break import GraphBreakKind, unsupported
+from capture.interp.builtins_table import iterate
 from capture.interp.calls import call_value
 from capture.interp.registry import handler
 from capture.interp.translator import Translator
@@ -82,7 +83,6 @@ def call_function_ex(tx: Translator, ins: Instruction) -> None:
             # 3.11/3.12 method form: `null` is the callable, `fn` its self.
             args_value = TupleValue([fn, *args_value.unpack()])
             fn = null
-    from capture.interp.builtins_table import iterate
 
     args = iterate(tx, args_value).unpack()
     kwargs: dict[str, Value] = {}

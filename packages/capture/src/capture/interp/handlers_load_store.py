@@ -9,11 +9,12 @@ from guards.sources import ConstSource, GlobalSource, ItemSource, Source
 from capture.bytecode import versions
 from capture.bytecode.instructions import Instruction
 from capture.graph_break import GraphBreakKind, unsupported
-from capture.interp.attributes import AttrMissing, get_attr, store_attr
+from capture.interp import dispatch
+from capture.interp.attributes import AttrMissing, delete_attribute, get_attr, store_attr
 from capture.interp.registry import handler
 from capture.interp.translator import Translator
 from capture.output_graph import GuardKind
-from capture.values import NULL, CellValue, ConstantValue, SuperValue, Value
+from capture.values import NULL, CellValue, ConstantValue, SuperValue
 from capture.values.wrap import wrap
 
 
@@ -231,33 +232,7 @@ def delete_attr(tx: Translator, ins: Instruction) -> None:
     delete_attribute(tx, tx.pop(), str(ins.argval))
 
 
-def delete_attribute(tx: Translator, owner: Value, name: str) -> None:
-    """`del owner.name` (and `delattr(owner, name)`)."""
-    from capture.interp.private_objects import PrivateObjectValue
-    from capture.values import ModuleValue, ObjectValue
-
-    if isinstance(owner, PrivateObjectValue):
-        try:
-            delattr(owner.obj, name)
-        except AttributeError as error:
-            raise unsupported(GraphBreakKind.EXCEPTION, f"AttributeError: {error}") from None
-        return
-    if isinstance(owner, ObjectValue) and owner.obj is None:
-        if owner.attrs.pop(name, None) is None:
-            raise unsupported(GraphBreakKind.EXCEPTION, f"AttributeError: {name!r}")
-        return
-    if isinstance(owner, (ObjectValue, ModuleValue)) and owner.source is not None:
-        effects = tx.output.side_effects
-        real = owner.obj if isinstance(owner, ObjectValue) else owner.module
-        if effects.pending_attr(owner, name) is not None and not hasattr(real, name):
-            effects.attr_writes[effects.key(owner)][1].pop(name)
-            return
-        effects.store_attr(owner, name, DELETED)
-        return
-    raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"del of attribute {name!r}")
-
-
-DELETED = ConstantValue(object())
+DELETED = dispatch.DELETED
 
 
 @handler("IMPORT_NAME")

@@ -15,6 +15,7 @@ from guards.sources import AttrSource, SubmoduleSource
 
 from capture import torch_ops
 from capture.graph_break import HINT_DATA_DEPENDENT, GraphBreakKind, RaisedInTrace, unsupported
+from capture.interp import dispatch
 from capture.interp.lookup_guards import class_method
 from capture.values import (
     ConstantValue,
@@ -154,9 +155,8 @@ def apply_operator(tx: Translator, op: Callable[..., Any], args: list[Value]) ->
                 operator.abs: "__abs__"}.get(op)
         method = getattr(args[0].cls, name, None) if name else None
         if method is not None and hasattr(method, "__code__"):
-            from capture.interp.calls import call_value
 
-            return call_value(tx, ConstantValue(method), [args[0]], {})
+            return dispatch.call_value(tx, ConstantValue(method), [args[0]], {})
     if len(args) == 2:
         result = _sequence_op(tx, op, args[0], args[1])
         if result is not None:
@@ -211,7 +211,6 @@ def _sequence_op(tx: Translator, op: Callable[..., Any], a: Value, b: Value) -> 
 
 
 def _user_dunder(tx: Translator, op: Callable[..., Any], a: Value, b: Value) -> Value | None:
-    from capture.interp.calls import call_value
 
     name = _DUNDER.get(INPLACE_TO_BINARY.get(op, op))
     if name is None:
@@ -219,12 +218,12 @@ def _user_dunder(tx: Translator, op: Callable[..., Any], a: Value, b: Value) -> 
     if isinstance(a, ObjectValue):
         method = class_method(tx, a.cls, name)
         if method is not None and hasattr(method, "__code__"):
-            return call_value(tx, ConstantValue(method), [a, b], {})
+            return dispatch.call_value(tx, ConstantValue(method), [a, b], {})
     rname = _REFLECTED.get(INPLACE_TO_BINARY.get(op, op))
     if rname is not None and isinstance(b, ObjectValue):
         method = class_method(tx, b.cls, rname)
         if method is not None and hasattr(method, "__code__"):
-            return call_value(tx, ConstantValue(method), [b, a], {})
+            return dispatch.call_value(tx, ConstantValue(method), [b, a], {})
     return None
 
 
@@ -293,9 +292,8 @@ def truth(tx: Translator, value: Value) -> bool:
             if method is not None:
                 if value.obj is not None and not hasattr(method, "__code__"):
                     return bool(value.obj)
-                from capture.interp.calls import call_value
 
-                result = call_value(tx, ConstantValue(method), [value], {})
+                result = dispatch.call_value(tx, ConstantValue(method), [value], {})
                 return truth(tx, result)
         return True
     if isinstance(value, (FunctionValue, MethodValue)):
@@ -342,13 +340,11 @@ def contains(tx: Translator, item: Value, container: Value) -> bool:
     if isinstance(container, ObjectValue):
         method = getattr(container.cls, "__contains__", None)
         if method is not None and hasattr(method, "__code__"):
-            from capture.interp.calls import call_value
 
-            return truth(tx, call_value(tx, ConstantValue(method), [container, item], {}))
+            return truth(tx, dispatch.call_value(tx, ConstantValue(method), [container, item], {}))
         if container.obj is None and container.dict_items is None:
-            from capture.interp.builtins_table import iterate
 
-            return contains(tx, item, ListValue(iterate(tx, container).unpack()))
+            return contains(tx, item, ListValue(dispatch.iterate(tx, container).unpack()))
     if isinstance(container, ObjectValue) and container.dict_items is not None:
         return contains(tx, item, container.dict_items)
     if isinstance(container, ObjectValue) and container.obj is not None:
@@ -356,9 +352,8 @@ def contains(tx: Translator, item: Value, container: Value) -> bool:
         if ok:
             method = getattr(container.cls, "__contains__", None)
             if method is not None and hasattr(method, "__code__"):
-                from capture.interp.calls import call_value
 
-                return truth(tx, call_value(tx, ConstantValue(method), [container, item], {}))
+                return truth(tx, dispatch.call_value(tx, ConstantValue(method), [container, item], {}))
             try:
                 return needle in container.obj  # type: ignore[operator]  # any container
             except TypeError as e:
@@ -393,7 +388,6 @@ def contains(tx: Translator, item: Value, container: Value) -> bool:
 
 def get_item(tx: Translator, container: Value, key: Value) -> Value:
     """`container[key]`."""
-    from capture.interp.calls import call_value
 
     if isinstance(container, TensorValue):
         if isinstance(key, SymNodeValue) and key.python_type() is int:
@@ -428,7 +422,7 @@ def get_item(tx: Translator, container: Value, key: Value) -> Value:
         if ok and k in container.items:
             return container.items[k][1]
         if ok and container.default_factory is not None:
-            new = call_value(tx, container.default_factory, [], {})
+            new = dispatch.call_value(tx, container.default_factory, [], {})
             container.items[k] = (key, new)
             tx.output.side_effects.mutate_container(container)
             return new
@@ -447,7 +441,7 @@ def get_item(tx: Translator, container: Value, key: Value) -> Value:
     if isinstance(container, ObjectValue):
         getitem = class_method(tx, container.cls, "__getitem__")
         if getitem is not None and hasattr(getitem, "__code__"):
-            return call_value(tx, ConstantValue(getitem), [container, key], {})
+            return dispatch.call_value(tx, ConstantValue(getitem), [container, key], {})
         if container.dict_items is not None:
             return get_item(tx, container.dict_items, key)
         ok, index = python_constant(key)
@@ -511,9 +505,8 @@ def _module_item(tx: Translator, mv: ModuleValue, key: Value) -> Value:
     elif isinstance(module, (torch.nn.ParameterList, torch.nn.ParameterDict)):
         if isinstance(module, torch.nn.ParameterList):
             index = str(index if index >= 0 else len(module) + index)
-        from capture.interp.attributes import get_attr
 
-        return get_attr(tx, mv, str(index))
+        return dispatch.get_attr(tx, mv, str(index))
     else:
         raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"indexing {mv.describe()}")
     sub = module._modules[name]
@@ -530,7 +523,6 @@ def _module_item(tx: Translator, mv: ModuleValue, key: Value) -> Value:
 
 def set_item(tx: Translator, container: Value, key: Value, value: Value) -> None:
     """`container[key] = value`."""
-    from capture.interp.calls import call_value
 
     if isinstance(container, TensorValue):
         torch_ops.call_torch(tx, operator.setitem, [container, key, value], {})
@@ -558,7 +550,7 @@ def set_item(tx: Translator, container: Value, key: Value, value: Value) -> None
     if isinstance(container, ObjectValue):
         setitem = getattr(container.cls, "__setitem__", None)
         if setitem is not None and hasattr(setitem, "__code__"):
-            call_value(tx, ConstantValue(setitem), [container, key, value], {})
+            dispatch.call_value(tx, ConstantValue(setitem), [container, key, value], {})
             return
         if container.dict_items is not None:
             set_item(tx, container.dict_items, key, value)

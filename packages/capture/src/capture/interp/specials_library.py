@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from capture.graph_break import GraphBreakKind, Unsupported, unsupported
-from capture.interp import operators
+from capture.interp import dispatch, operators
 from capture.interp.builtins_table import (
     SpecialHandler,
     _const,
@@ -129,7 +129,6 @@ def _signature(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> V
 
 @special(functools.reduce)
 def _reduce_fn(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    from capture.interp.calls import call_value
 
     items = _items(tx, args[1])
     if len(args) > 2:
@@ -139,7 +138,7 @@ def _reduce_fn(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> V
     else:
         raise unsupported(GraphBreakKind.EXCEPTION, "reduce() of an empty sequence")
     for item in items:
-        acc = call_value(tx, args[0], [acc, item], {})
+        acc = dispatch.call_value(tx, args[0], [acc, item], {})
     return acc
 
 
@@ -157,7 +156,6 @@ def _product(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Val
 
 @special(itertools.accumulate)
 def _accumulate(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    from capture.interp.calls import call_value
 
     items = _items(tx, args[0])
     func = args[1] if len(args) > 1 else kwargs.get("func")
@@ -171,7 +169,7 @@ def _accumulate(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> 
         elif func is None:
             acc = operators.apply_operator(tx, operator.add, [acc, item])
         else:
-            acc = call_value(tx, func, [acc, item], {})
+            acc = dispatch.call_value(tx, func, [acc, item], {})
         out.append(acc)
     return IteratorValue(out)
 
