@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING
 
 from capture.bytecode.instructions import Instruction, decode, exception_handler
 from capture.graph_break import GraphBreakKind, RaisedInTrace, Unsupported, UserFrame, unsupported
+from capture.interp.generators import GeneratorValue
 from capture.interp.registry import HANDLERS
 from capture.values import CellValue, ConstantValue, Value
 
 if TYPE_CHECKING:
     from guards.sources import Source
 
-    from capture.interp.generators import GeneratorValue
     from capture.output_graph import OutputGraph
 
 MAX_INLINE_DEPTH = 48
@@ -102,8 +102,6 @@ class Translator:
     def run(self) -> Value:
         """Interpret until RETURN; return the returned value (a generator: the generator)."""
         if self.is_generator:
-            from capture.interp.generators import GeneratorValue
-
             generator = GeneratorValue(self)
             self.frames()[0].generators.append(generator)
             return generator
