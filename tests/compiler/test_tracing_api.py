@@ -220,6 +220,60 @@ def test_disable_is_a_break_around_the_call_like_torch_compile():
     assert len(backend.graphs) <= torch_graphs(theirs, x) == 2
 
 
+def _shallow_helper(x):
+    return x.sin() * 2 + 1
+
+
+class _Scale(torch.nn.Module):
+    def forward(self, x):
+        return x.tanh() * 0.5
+
+
+_shallow_linear = torch.nn.Linear(4, 4)
+_shallow_scale = _Scale()
+_shallow_log: list[str] = []
+
+
+def _shallow_body(x):
+    y = _shallow_helper(x)  # a plain function: compiled when called from compiled code
+    z = _shallow_scale(_shallow_linear(y))  # a user module: its compiled forward; torch's
+    _shallow_log.append("ran")  # nn.Linear and the skipped frame's own code run eagerly
+    return torch.relu(z) + 0.5
+
+
+@pytest.mark.parametrize("recursive", [False, True])
+def test_disable_recursive_false_called_from_compiled_code_compiles_its_callees(recursive):
+    shallow = compiler.disable(_shallow_body, recursive=recursive)
+    dynamo_shallow = torch._dynamo.disable(_shallow_body, recursive=recursive)
+
+    def ours_fn(x):
+        return shallow(x.cos()) * 3
+
+    def theirs_fn(x):
+        return dynamo_shallow(x.cos()) * 3
+
+    x = torch.randn(2, 4)
+    _shallow_log.clear()
+    backend = ours(ours_fn, x)
+    assert _shallow_log == ["ran"] * 4  # two compiled calls, two eager ones
+    theirs = torch_graphs(theirs_fn, x)
+    ops = sorted(sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method"))
+                 for gm in backend.graphs)
+    if recursive:
+        # the frame and everything it calls run eagerly: the graphs before and after
+        assert ops == [1, 1]
+    else:
+        # and the helper's three ops and the user module's two in graphs of their own
+        assert ops == [1, 1, 2, 3]
+    assert len(backend.graphs) <= theirs
+    # called from eager code, the skipped frame simply runs (nothing compiled there)
+    compiler.reset()
+    count = Counting()
+    compiler.compile(lambda t: t + 1, backend=count)
+    torch.testing.assert_close(shallow(x), _shallow_body(x))
+    assert count.graphs == []
+
+
 def test_disable_recursive_false_still_compiles_compiled_callees():
     backend = Counting()
     inner = compiler.compile(lambda x: x * 2 + 1, backend=backend)

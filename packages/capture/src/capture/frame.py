@@ -515,7 +515,7 @@ def _trace_and_codegen(
         output.current_tx = None
         resume.emit_break(
             cg, tx, lambda: _replay_side_effects(cg, output), cf._resume_function,
-            cf._compiled_callee if stop.in_callee else None,
+            cf._compiled_callee, stop.in_callee,
         )
     body = cg.instrs
     gm: torch.fx.GraphModule | None = None

@@ -42,6 +42,7 @@ from capture.bytecode import codegen, versions
 from capture.bytecode.instructions import Instruction, decode, exception_handler
 from capture.contexts import enter_autocast
 from capture.graph_break import GraphBreakKind, Unsupported
+from capture.shallow import compiled_module_call, shallow_call
 from capture.values import (
     NULL,
     ConstantValue,
@@ -173,11 +174,15 @@ def emit_break(
     replay: Callable[[], None],
     make_resume: Callable[[types.CodeType], Any],
     compile_callee: Callable[[types.FunctionType], Any] | None = None,
+    in_callee: bool = True,
 ) -> None:
     """Append the code that finishes the frame from the instruction `tx` stopped at.
 
-    With `compile_callee`, a Python function called there runs through the compiled
-    wrapper it returns, so its own frame is captured (graph breaks and all)."""
+    With `compile_callee` and `in_callee` (what capture could not trace is inside the
+    function called there), a Python function called there runs through the compiled
+    wrapper it returns, so its own frame is captured (graph breaks and all). A function
+    disabled with `recursive=False` called there runs eagerly with its own callees compiled
+    by `compile_callee` (`shallow.shallow_call`)."""
     ins = tx.instructions[tx.ip]
     _check_hooks(tx)
     callee = _callee_slot(tx, ins) if compile_callee is not None else None
@@ -194,7 +199,7 @@ def emit_break(
     autocast_exits = [autocast_temps[slot] for slot in sorted(autocasts, reverse=True)]
     operands = len(tx.stack) - _operand_count(tx, ins)
     for slot, value in enumerate(tx.stack):
-        wrapped = _compiled_callee(value, compile_callee) if slot == callee else None
+        wrapped = _compiled_callee(value, compile_callee, in_callee) if slot == callee else None
         if grad_modes[slot] is not None:
             stack_temps.append(exit_temps[slot])
         elif slot in autocasts:
@@ -386,14 +391,22 @@ def _callee_slot(tx: Translator, ins: Instruction) -> int | None:
     return second if tx.stack[function] is NULL else function
 
 
-def _compiled_callee(value: Value, compile_callee: Callable[[types.FunctionType], Any] | None
-                     ) -> Any:
+def _compiled_callee(value: Value, compile_callee: Callable[[types.FunctionType], Any] | None,
+                     in_callee: bool = True) -> Any:
     """The compiled wrapper to call instead of the user function `value`, if it is one."""
     from capture import policy
 
-    if isinstance(value, ModuleValue) and compile_callee is not None:
-        return _compiled_module_call(value.module, compile_callee)
-    if compile_callee is None or not isinstance(value, ConstantValue):
+    if compile_callee is None:
+        return None
+    shallow = (getattr(value.value, "__capture_shallow__", None)
+               if isinstance(value, ConstantValue) else None)
+    if isinstance(shallow, types.FunctionType):
+        return shallow_call(shallow, compile_callee)
+    if not in_callee:
+        return None
+    if isinstance(value, ModuleValue):
+        return compiled_module_call(value.module, compile_callee)
+    if not isinstance(value, ConstantValue):
         return None
     fn = value.value
     if not isinstance(fn, types.FunctionType) or policy.is_disabled(fn.__code__):
@@ -401,26 +414,6 @@ def _compiled_callee(value: Value, compile_callee: Callable[[types.FunctionType]
     if policy.decide(fn) is not policy.Decision.INLINE:
         return None
     return compile_callee(fn)
-
-
-def _compiled_module_call(
-    module: torch.nn.Module, compile_callee: Callable[[types.FunctionType], Any]
-) -> Any:
-    """`module(...)` as its compiled `forward`, when no hook would run around it."""
-    from torch.nn.modules import module as nn_module
-
-    hook_tables = (
-        module._forward_hooks, module._forward_pre_hooks, module._backward_hooks,
-        module._backward_pre_hooks, nn_module._global_forward_hooks,
-        nn_module._global_forward_pre_hooks, nn_module._global_backward_hooks,
-        nn_module._global_backward_pre_hooks,
-    )
-    forward = getattr(type(module), "forward", None)
-    if any(hook_tables) or "forward" in module.__dict__ or not isinstance(
-        forward, types.FunctionType
-    ):
-        return None
-    return types.MethodType(compile_callee(forward), module)
 
 
 def _keep(cg: codegen.CodeBuilder, value: Value) -> str | None:

@@ -115,4 +115,7 @@ def _skip_frame(fn: Callable[..., Any]) -> Callable[..., Any]:
     def skipped(*args: Any, **kwargs: Any) -> Any:
         return fn(*args, **kwargs)
 
+    # NOTE: a compiled frame calling `skipped` runs `fn` with its callees compiled
+    # (`capture.shallow`); called from eager code it just runs.
+    skipped.__capture_shallow__ = fn  # type: ignore[attr-defined]  # a marker attribute
     return skipped

@@ -287,9 +287,11 @@ def disable(fn: _F | None = None, recursive: bool = True) -> _F | Callable[[_F],
         A call to a disabled function from compiled code is a graph break around that one
         call: the code before and after it is still compiled. Under
         `compile(fullgraph=True)` it is an error instead (it cannot be part of one graph).
-        Capture intercepts frames in pure Python, so "still compiled" (recursive=False)
-        covers the functions and modules wrapped by `compiler.compile`; plain functions
-        called by a skipped frame run eagerly in either case.
+        With recursive=False, a skipped frame called from compiled code runs with the
+        functions, methods and user modules it calls (by name or attribute: `f(x)`,
+        `self.block(x)`) compiled with the caller's backend, as torch.compile does;
+        torch's own layers and callees held in local variables run eagerly. Called from
+        eager code, it runs as it is (functions wrapped by `compiler.compile` still compile).
     """
     expect("disable", "recursive", recursive, "a bool", isinstance(recursive, bool))
     if fn is None:
