@@ -39,14 +39,38 @@ VIA: dict[str, Callable[[torch.nn.Module, CountingBackend], Any]] = {
 
 
 def tensors_of(out: Any) -> dict[str, torch.Tensor]:
-    """The tensor fields of a model output (ModelOutput, dict, tuple or tensor), by name."""
+    """The tensor fields of a model output (ModelOutput, dict, tuple or tensor), by name;
+    a key/value cache (`transformers` Cache: `past_key_values`) by its layers' tensors."""
     if isinstance(out, torch.Tensor):
         return {"out": out}
     if isinstance(out, Mapping):
-        return {k: v for k, v in out.items() if isinstance(v, torch.Tensor)}
-    if isinstance(out, (tuple, list)):
-        return {str(i): v for i, v in enumerate(out) if isinstance(v, torch.Tensor)}
-    raise AssertionError(f"unexpected output type {type(out)}")
+        items = list(out.items())
+    elif isinstance(out, (tuple, list)):
+        items = [(str(i), v) for i, v in enumerate(out)]
+    else:
+        raise TypeError(f"unexpected output type {type(out)}")
+    found: dict[str, torch.Tensor] = {}
+    for name, value in items:
+        if isinstance(value, torch.Tensor):
+            found[name] = value
+        else:
+            found.update((f"{name}.{k}", v) for k, v in _cache_tensors(value).items())
+    return found
+
+
+def _cache_tensors(value: Any) -> dict[str, torch.Tensor]:
+    """The tensors of a transformers cache (DynamicCache, EncoderDecoderCache), by path."""
+    found: dict[str, torch.Tensor] = {}
+    for part in ("self_attention_cache", "cross_attention_cache"):
+        inner = getattr(value, part, None)
+        if inner is not None:
+            found.update((f"{part}.{k}", v) for k, v in _cache_tensors(inner).items())
+    for i, layer in enumerate(getattr(value, "layers", None) or []):
+        for field in ("keys", "values"):
+            tensor = getattr(layer, field, None)
+            if isinstance(tensor, torch.Tensor):
+                found[f"layers.{i}.{field}"] = tensor
+    return found
 
 
 def _compare_outputs(actual: Any, expected: Any, where: str, **tol: float) -> None:
