@@ -1,6 +1,7 @@
 """The Triton target against eager: pointwise kernels, broadcasting, strided and
-channels-last inputs, each kind of reduction (persistent and looped), fused softmax /
-layer norm / log-softmax, half precision, indirect indexing with its bounds check.
+channels-last inputs, each kind of reduction (persistent and looped), Welford's one-pass
+variance, fused softmax / layer norm / log-softmax, half precision, indirect indexing with
+its bounds check.
 
 Without a GPU the kernels run on CPU tensors through Triton's interpreter; sizes are small
 (the interpreter runs each program in Python)."""
@@ -93,6 +94,20 @@ def test_variance_and_several_reductions_over_the_same_rows(n: int) -> None:
     # NOTE: one kernel computes all five reductions and the pointwise epilogues over whole
     # rows' results (std's sqrt, sum * amax)
     assert len(triton_kernels(compiled)) == 1
+    if n > 1024:  # NOTE: looped: Welford's variance reads each row once, with the sums
+        src = triton_kernels(compiled)[0].source
+        assert src.count("for roffset") == 1 and "_welford)" in src, src
+
+
+def test_batch_norm_statistics_are_one_pass_welford() -> None:
+    w, b = randn(3), randn(3)
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return F.batch_norm(x, None, None, w, b, training=True)
+
+    compiled = check(f, [randn(8, 3, 40, 40) * 0.5 + 100], atol=1e-3, rtol=1e-4)
+    stats = [k for k in triton_kernels(compiled) if k.reduction]
+    assert len(stats) == 1 and stats[0].source.count("for roffset") == 1
 
 
 @pytest.mark.parametrize("n", [48, 1200])

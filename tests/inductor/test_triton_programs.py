@@ -193,37 +193,37 @@ step0: kernel outer=(3,) nodes=['buf0', 'buf1', 'buf4'] local=['buf0', 'buf1']
 # wrapper
 def call(arg0):
     buf4 = empty_strided((3, 2000), (2000, 1), dtype=torch.float32)
-    kernelc0309a40d2bbfad0(arg0, const2, const3, buf4)
+    kernelebaf9723219164a6(arg0, const2, const3, buf4)
     return (buf4,)
 # configs ((4, 1024, 4),) persistent=False
 @triton.jit
-def kernelc0309a40d2bbfad0(in_ptr0, in_ptr1, in_ptr2, out_ptr0, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
+def kernelebaf9723219164a6(in_ptr0, in_ptr1, in_ptr2, out_ptr0, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
     xidx = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]
     xmask = xidx < 3
     xzero = xidx * 0
     rzero = tl.zeros([1, RBLOCK], tl.int32)
     x0 = xidx
     n0_acc = tl.full([XBLOCK, RBLOCK], 0.0, tl.float32)
+    n1_acc_m = tl.zeros([XBLOCK, RBLOCK], tl.float32)
+    n1_acc_2 = tl.zeros([XBLOCK, RBLOCK], tl.float32)
+    n1_acc_n = tl.zeros([XBLOCK, RBLOCK], tl.float32)
     for roffset in range(0, 2000, RBLOCK):
         ridx = roffset + tl.arange(0, RBLOCK)[None, :]
         rmask = ridx < 2000
         r0_0 = ridx
         n0_t0 = tl.load(in_ptr0 + (r0_0 + (2000 * x0)), mask=xmask & rmask, other=0)
         n0_acc = tl.where(xmask & rmask, n0_acc + n0_t0, n0_acc)
+        n1_t0 = n0_t0
+        n1_acc_c = tl.where(xmask & rmask, n1_acc_n + 1, n1_acc_n)
+        n1_acc_d = n1_t0 - n1_acc_m
+        n1_acc_m = tl.where(xmask & rmask, n1_acc_m + n1_acc_d / tl.where(xmask & rmask, n1_acc_c, 1), n1_acc_m)
+        n1_acc_2 = tl.where(xmask & rmask, n1_acc_2 + n1_acc_d * (n1_t0 - n1_acc_m), n1_acc_2)
+        n1_acc_n = n1_acc_c
     n0_t1 = tl.sum(n0_acc, 1)[:, None]
     n0_t2 = tl.full([], 2000.0, tl.float32)
     n0_t3 = (n0_t1 / n0_t2)
-    n1_acc = tl.full([XBLOCK, RBLOCK], 0.0, tl.float32)
-    for roffset in range(0, 2000, RBLOCK):
-        ridx = roffset + tl.arange(0, RBLOCK)[None, :]
-        rmask = ridx < 2000
-        r0_0 = ridx
-        n1_t0 = tl.load(in_ptr0 + (r0_0 + (2000 * x0)), mask=xmask & rmask, other=0)
-        n1_t1 = n0_t3
-        n1_t2 = (n1_t0 - n1_t1)
-        n1_t3 = (n1_t2 * n1_t2)
-        n1_acc = tl.where(xmask & rmask, n1_acc + n1_t3, n1_acc)
-    n1_t4 = tl.sum(n1_acc, 1)[:, None]
+    n1_t4_m, n1_t4, n1_t4_n = tl.reduce((n1_acc_m, n1_acc_2, n1_acc_n), 1, _welford)
+    n1_t4 = n1_t4[:, None]
     n1_t5 = tl.full([], 2000.0, tl.float32)
     n1_t6 = (n1_t4 / n1_t5)
     for roffset in range(0, 2000, RBLOCK):

@@ -34,6 +34,7 @@ from inductor.codegen.triton_prelude import (
     module_header,
     reduction_init,
 )
+from inductor.codegen.triton_welford import WELFORD_HELPER, WelfordMatch, match_welford
 from inductor.ir.checks import ERR_PARAM, ZERO_DIVISION, KernelCheck
 from inductor.ir.loop_body import LoopBody, LoopOp
 from inductor.ir.nodes import Buffer, ComputedBuffer
@@ -148,6 +149,7 @@ class TritonGen:
         self.int64 = self._needs_int64()
         self.values: dict[str, tuple[str, str]] = {}  # buffer -> (variable, level) stored
         self._loads: dict[str, str] = {}  # load expression -> variable, in this loop scope
+        self._welford: dict[int, WelfordMatch] = {}  # nodes whose variance is one-pass
         self.inner_names: dict[tuple[int, ...], int] = {}
         self.seeds: set[str] = set()
 
@@ -533,9 +535,12 @@ class TritonGen:
         segments: list[list[int]] = []
         current: list[int] | None = None
         current_reds: set[str] = set()
-        for pos, (_, n, _, inner) in enumerate(prepared):
+        self._welford = match_welford(prepared, self._sub)
+        for pos, (ni, n, _, inner) in enumerate(prepared):
             assert n.body is not None
             reads = {b for b, _ in n.body.reads()}
+            if ni in self._welford:  # NOTE: computed without the mean it reads
+                reads.discard(self._welford[ni].mean_of)
             if not inner:
                 current = None
                 segments.append([pos])
@@ -577,6 +582,12 @@ class TritonGen:
             kind = str(op.args[0])
             vt = _ref_dtype(op.args[1])
             acc = f"n{ni}_acc"
+            if ni in self._welford:
+                kind = "welford"
+                for part in ("m", "2", "n"):
+                    w.add(f"{acc}_{part} = tl.zeros([XBLOCK, RBLOCK], {TL_DTYPE[vt]})")
+                accs.append((ni, n, kind, vt))
+                continue
             w.add(f"{acc} = tl.full([XBLOCK, RBLOCK], {reduction_init(kind, vt)}, "
                   f"{TL_DTYPE[vt]})")
             if kind in ("argmax", "argmin"):
@@ -597,6 +608,9 @@ class TritonGen:
             refs_by_node[ni] = refs
             red = _red_pos(body)
             end = len(body.ops) if red is None else red
+            if ni in self._welford:
+                self._welford_step(w, ni, n, subs, refs)
+                continue
             self._emit_ops(w, ni, n, range(end), subs, refs, "r")
             if red is None:
                 loop_values.append(n.name)
@@ -633,11 +647,33 @@ class TritonGen:
             if kind in ("argmax", "argmin"):
                 w.add(f"{var}_v, {var} = tl.reduce(({acc}, {acc}_i), 1, _{kind})")
                 w.add(f"{var} = {var}[:, None]")
+            elif kind == "welford":
+                w.add(f"{var}_m, {var}, {var}_n = tl.reduce(({acc}_m, {acc}_2, {acc}_n), 1, "
+                      "_welford)")
+                w.add(f"{var} = {var}[:, None]")
             else:
                 w.add(f"{var} = {self._reduce(kind, acc, vt)}[:, None]")
             refs = {red: (var, "x")}
             subs = next(s for i, _, s, _ in nodes if i == ni)
             self._emit_ops(w, ni, n, range(red + 1, len(body.ops)), subs, refs, "x")
+
+    def _welford_step(self, w: _Lines, ni: int, n: ComputedBuffer,
+                      subs: dict[sympy.Symbol, sympy.Expr],
+                      refs: dict[int, tuple[str, str]]) -> None:
+        """One element into the node's Welford accumulators (`codegen/triton_welford.py`)."""
+        body = n.body
+        assert body is not None
+        for op_id in self._welford[ni].chain:
+            self._emit_op(w, ni, op_id, body.ops[op_id], subs, refs, "r")
+        v, _ = refs[self._welford[ni].chain[-1]]
+        acc = f"n{ni}_acc"
+        m = "xmask & rmask"
+        w.add(f"{acc}_c = tl.where({m}, {acc}_n + 1, {acc}_n)")
+        w.add(f"{acc}_d = {v} - {acc}_m")
+        w.add(f"{acc}_m = tl.where({m}, {acc}_m + {acc}_d / tl.where({m}, {acc}_c, 1), "
+              f"{acc}_m)")
+        w.add(f"{acc}_2 = tl.where({m}, {acc}_2 + {acc}_d * ({v} - {acc}_m), {acc}_2)")
+        w.add(f"{acc}_n = {acc}_c")
 
     def _finish(self, w: _Lines) -> TritonKernel:
         names = list(self.params)
@@ -650,7 +686,10 @@ class TritonGen:
         dns = f"do_not_specialize={list(seeds)!r}" if seeds else ""
         deco = f"@triton.jit({dns})" if dns else "@triton.jit"
         kernel_text = f"{deco}\ndef KERNEL_NAME({sig}):\n" + "\n".join(w.lines) + "\n"
-        source = module_header(self.interpret) + "\n\n" + kernel_text
+        header = module_header(self.interpret)
+        if self._welford:
+            header += WELFORD_HELPER
+        source = header + "\n\n" + kernel_text
         digest = hashlib.sha256(source.encode()).hexdigest()[:16]
         name = f"triton_{digest}"
         return TritonKernel(
