@@ -126,7 +126,16 @@ def test_rms_norm_and_nll_loss() -> None:
     check(rms, [randn(6, 64), randn(64)], kernels=1, atol=1e-5, rtol=1e-4)
     target = torch.randint(0, 10, (6,), device=DEVICE)
     check(lambda x: F.nll_loss(F.log_softmax(x, -1), target), [randn(6, 10)], atol=1e-5,
-          rtol=1e-4)
+          rtol=1e-4, kernels=1)
+    check(lambda x: F.cross_entropy(x, target), [randn(6, 10)], atol=1e-5, rtol=1e-4,
+          kernels=1)
+
+
+def test_layer_norm_with_saved_statistics_is_one_kernel() -> None:
+    # NOTE: training's forward also returns mean and rstd (row epilogues of the reductions)
+    w, b = randn(64), randn(64)
+    check(lambda x: torch.ops.aten.native_layer_norm(x, [64], w, b, 1e-5), [randn(6, 64)],
+          atol=1e-5, rtol=1e-4, kernels=1)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
