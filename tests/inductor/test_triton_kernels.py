@@ -1,5 +1,5 @@
 """The Triton target against eager: pointwise kernels, broadcasting, strided and
-channels-last inputs, each kind of reduction (persistent and looped), Welford's one-pass
+channels-last inputs, 2-D tiles for transposes, each kind of reduction (persistent and looped), Welford's one-pass
 variance, fused softmax / layer norm / log-softmax, half precision, indirect indexing with
 its bounds check.
 
@@ -57,6 +57,22 @@ def test_strided_and_channels_last_inputs() -> None:
     check(f, [x, y])
     check(lambda v: v[:, ::2] + v[:, 1::2], [randn(6, 10)])
 
+
+
+def test_transposes_and_layout_changes_are_tiled_in_two_dims() -> None:
+    x_cl = randn(2, 20, 4, 18).contiguous(memory_format=torch.channels_last)
+    cases: list[tuple[object, list[torch.Tensor]]] = [
+        (lambda x: x.t().contiguous() * 2, [randn(40, 50)]),
+        (lambda x: (x + 1).contiguous(memory_format=torch.channels_last),
+         [randn(2, 20, 4, 18)]),
+        (lambda x: (x * 3).contiguous(), [x_cl]),
+        (lambda x, y: x.transpose(1, 2) + y, [randn(3, 17, 33), randn(3, 33, 17)]),
+    ]
+    for fn, inputs in cases:
+        compiled = check(fn, inputs)  # type: ignore[arg-type]
+        assert [bool(k.tile) for k in triton_kernels(compiled)] == [True]
+    # NOTE: contiguous pointwise work stays a flat 1-D kernel
+    assert not triton_kernels(check(lambda v: v * 2 + 1, [randn(40, 50)]))[0].tile
 
 @pytest.mark.parametrize("n", [7, 64, 1500])  # NOTE: 1500 > 1024: a looped reduction
 def test_reductions_each_kind(n: int) -> None:

@@ -109,6 +109,7 @@ def render(fn: Callable[..., Any], inputs: Sequence[torch.Tensor]) -> str:
         assert isinstance(k, TritonKernel)
         text = k.source[k.source.index("@triton.jit\ndef triton_"):]
         split = f" split={k.split}" if k.split > 1 else ""
+        split += f" tile={k.tile}" if k.tile else ""
         parts += [f"# configs {k.configs} persistent={k.persistent}{split}", text.rstrip()]
     return normalize_kernel_names("\n".join(parts)).replace("triton_", "kernel") + "\n"
 
@@ -243,6 +244,35 @@ def kernelebaf9723219164a6(in_ptr0, in_ptr1, in_ptr2, out_ptr0, XBLOCK: tl.const
         n2_t10 = tl.load(in_ptr2 + r0_0, mask=xmask & rmask, other=0)
         n2_t11 = (n2_t9 + n2_t10)
         tl.store(out_ptr0 + (r0_0 + (2000 * x0)), n2_t11, mask=xmask & rmask)
+""")
+
+    def test_transpose_is_a_2d_tile(self) -> None:
+        self.assertExpectedInline(render(lambda x: x.t().contiguous() + 1,
+                                         [torch.randn(32, 48)]), """\
+# schedule
+step0: kernel outer=(48, 32) nodes=['buf0']
+# wrapper
+def call(arg0):
+    buf0 = empty_strided((48, 32), (32, 1), dtype=torch.float32)
+    kernela49f95100897a8ec(arg0, buf0)
+    return (buf0,)
+# configs ((32, 32, 4),) persistent=False tile=(32, 48, 1)
+@triton.jit
+def kernela49f95100897a8ec(in_ptr0, out_ptr0, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    tx = pid % tl.cdiv(32, XBLOCK)
+    ty = (pid // tl.cdiv(32, XBLOCK)) % tl.cdiv(48, RBLOCK)
+    tz = pid // (tl.cdiv(32, XBLOCK) * tl.cdiv(48, RBLOCK))
+    xi = tx * XBLOCK + tl.arange(0, XBLOCK)[None, :]
+    yi = ty * RBLOCK + tl.arange(0, RBLOCK)[:, None]
+    xmask = (xi < 32) & (yi < 48)
+    xzero = xi * 0 + yi * 0
+    x0 = yi
+    x1 = xi
+    n0_t0 = tl.load(in_ptr0 + (x0 + (48 * x1)), mask=xmask, other=0)
+    n0_t1 = tl.full([], 1.0, tl.float32)
+    n0_t2 = (n0_t0 + n0_t1)
+    tl.store(out_ptr0 + ((32 * x0) + x1), n0_t2, mask=xmask)
 """)
 
     def test_split_full_sum_is_partials_then_final(self) -> None:

@@ -66,6 +66,7 @@ class TritonKernel:
     seeds: tuple[str, ...] = field(default=())  # params Triton must not specialize on
     split: int = 1  # > 1: a split reduction, `name` (partials) then `name_final`
     workspaces: tuple[str, ...] = ()  # dtypes of a split reduction's partials, rows*split
+    tile: tuple[int, ...] = ()  # a 2-D tiled pointwise kernel: (x size, y size, programs z)
 
 
 def _inner_numel(group: FusedGroup, node: ComputedBuffer) -> int:

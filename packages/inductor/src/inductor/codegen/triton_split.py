@@ -33,6 +33,7 @@ from inductor.codegen.triton import (
     generate_triton,
 )
 from inductor.codegen.triton_prelude import TL_DTYPE, reduction_init
+from inductor.codegen.triton_tile import TiledTritonGen
 from inductor.ir.loop_body import LoopOp
 from inductor.ir.nodes import Buffer, ComputedBuffer
 from inductor.scheduler.fusion import FusedGroup, outer_symbol, split_node
@@ -243,9 +244,13 @@ class SplitTritonGen(TritonGen):
 
 def generate_triton_kernel(group: FusedGroup, buffers: dict[str, Buffer], *,
                            interpret: bool) -> TritonKernel:
-    """The Triton kernel of `group`: a split reduction where `splittable`, else the one
+    """The Triton kernel of `group`: a split reduction where `splittable`, a 2-D tiled
+    pointwise kernel where an access is transposed (`codegen/triton_tile.py`), else the one
     kernel of `codegen/triton.py`."""
     gen = SplitTritonGen(group, buffers, interpret)
     if gen.splittable():
         return gen.generate()
+    tiled = TiledTritonGen(group, buffers, interpret)
+    if tiled.tile_dim() is not None:
+        return tiled.generate()
     return generate_triton(group, buffers, interpret=interpret)

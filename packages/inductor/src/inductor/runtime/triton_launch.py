@@ -141,6 +141,9 @@ class Launcher:
         k = self.kernel
         if k.split > 1:
             return (k.split,)
+        if k.tile:
+            sx, sy, sz = k.tile
+            return (sz * _cdiv(sy, cfg[1]) * _cdiv(sx, cfg[0]),)
         total = k.xnumel if k.reduction else k.xnumel * k.rnumel
         return (_cdiv(total, cfg[0]),)
 
