@@ -5,6 +5,7 @@ target: a matmul with its epilogue, a training step, dropout repeatable under
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -68,6 +69,31 @@ def test_training_step_matches_eager() -> None:
     for g, e in zip(got_grads, want_grads):
         torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-4)
 
+
+@needs_compiler
+def test_bfloat16_training_step_is_as_close_to_float64_as_eager() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(12, 32), torch.nn.GELU(),
+                                torch.nn.LayerNorm(32), torch.nn.Linear(32, 5)).to(DEVICE)
+    x, target = randn(16, 12), torch.randint(0, 5, (16,), device=DEVICE)
+
+    def step(m: torch.nn.Module, dtype: torch.dtype) -> list[torch.Tensor]:
+        for p in m.parameters():
+            p.grad = None
+        loss = F.cross_entropy(m(x.to(dtype)).float(), target)
+        loss.backward()
+        return [loss.detach()] + [p.grad.double() for p in m.parameters()
+                                  if p.grad is not None]
+
+    ref = step(copy.deepcopy(model).double(), torch.float64)
+    eager = step(copy.deepcopy(model).bfloat16(), torch.bfloat16)
+    bf16 = copy.deepcopy(model).bfloat16()
+    got = step(_compile(bf16), torch.bfloat16)  # type: ignore[arg-type]
+    assert all(p.grad.dtype == torch.bfloat16 for p in bf16.parameters())  # type: ignore[union-attr]
+    assert len(got) == len(eager) == 7
+    for g, e, r in zip(got, eager, ref):
+        err, eager_err = (g.double() - r).abs().max().item(), (e.double() - r).abs().max().item()
+        assert err <= 2 * eager_err + 1e-3 * r.abs().max().item(), (err, eager_err)
 
 @needs_compiler
 def test_dropout_is_repeatable_under_manual_seed() -> None:
