@@ -328,6 +328,11 @@ def iterate(tx: Translator, value: Value) -> IteratorValue:
         if value.obj is not None and not effects.attr_writes.get(effects.key(value)):
             # NOTE: existing objects (configs, registries) iterate for real; their items are
             # treated as constants of this trace.
+            if hasattr(type(value.obj), "__next__"):
+                # NOTE: an iterator (itertools.count, a generator): iterating it here would
+                # consume the user's items (an endless one never ends); it runs eagerly.
+                raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT,
+                                  f"iterating the existing iterator {type(value.obj).__name__}")
             from capture.values.wrap import wrap
 
             try:
