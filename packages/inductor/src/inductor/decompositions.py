@@ -22,6 +22,11 @@ _EXTRA = [
     aten.lerp, aten.leaky_relu, aten.elu, aten.softplus, aten.sigmoid_backward,
     aten.tanh_backward, aten.threshold_backward, aten.nll_loss_backward, aten.mse_loss, aten.mse_loss_backward, aten.stack, aten.repeat,
     aten.tril, aten.triu, aten._native_batch_norm_legit_no_training,
+    # NOTE: the tracer records native_batch_norm as this overload (its schema marks the
+    # running-stat writes); kept whole it reached the wrapper as an extern call that
+    # functionalization had made `_legit_functional`, so an eval-mode batch norm was an
+    # ATen kernel plus a copy, not a pointwise expression fused into its neighbours.
+    aten._native_batch_norm_legit,
     aten._native_batch_norm_legit_functional, aten.native_batch_norm,
     aten.native_batch_norm_backward, aten.native_group_norm, aten.std,
     aten.split, aten.unbind, aten.t, aten.transpose, aten.silu, aten.silu_backward,
@@ -63,6 +68,22 @@ def _softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
     return out if (half_to_float or not low) else out.to(x.dtype)
 
 
+def _flatten(x: torch.Tensor, start_dim: int = 0, end_dim: int = -1) -> torch.Tensor:
+    # NOTE: flatten is CompositeImplicit, yet torch's decompositions call it below autograd
+    # (batch norm's weight and bias), where it reached the wrapper as an extern call.
+    if x.dim() == 0:
+        return aten.view.default(x, [1])  # type: ignore[no-any-return]
+    start, end = start_dim % x.dim(), end_dim % x.dim()
+    if start == end:
+        return aten.alias.default(x)  # type: ignore[no-any-return]
+    shape = list(x.shape[:start]) + [-1] + list(x.shape[end + 1:])
+    try:
+        return aten.view.default(x, shape)  # type: ignore[no-any-return]
+    except RuntimeError:  # the flattened dims are not one stride apart: copy, as eager does
+        return aten.view.default(aten.clone.default(x, memory_format=torch.contiguous_format),
+                                 shape)  # type: ignore[no-any-return]
+
+
 class DecompositionTable(Mapping[Any, Callable[..., Any]]):
     """`decomposition_table()`: built on first use, so that a compile served by the
     compiled-graph cache never builds it (0.3-0.5 s); `cache_key()` names it for the key."""
@@ -100,4 +121,5 @@ def _build() -> dict[Any, Callable[..., Any]]:
         table.pop(op, None)
     table[aten.take.default] = _take
     table[aten._softmax.default] = _softmax
+    table[aten.flatten.using_ints] = _flatten
     return table
