@@ -80,8 +80,8 @@ def _flatten(x: torch.Tensor, start_dim: int = 0, end_dim: int = -1) -> torch.Te
     try:
         return aten.view.default(x, shape)  # type: ignore[no-any-return]
     except RuntimeError:  # the flattened dims are not one stride apart: copy, as eager does
-        return aten.view.default(aten.clone.default(x, memory_format=torch.contiguous_format),
-                                 shape)  # type: ignore[no-any-return]
+        dense = aten.clone.default(x, memory_format=torch.contiguous_format)
+        return aten.view.default(dense, shape)  # type: ignore[no-any-return]
 
 
 class DecompositionTable(Mapping[Any, Callable[..., Any]]):
