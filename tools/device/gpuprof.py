@@ -1,0 +1,64 @@
+"""GPU profile of one zoo model: eager and ours, per-iteration wall time, GPU busy time, and
+the top kernels by CUDA time. Usage (device box, after `source tools/device/install.sh`):
+
+    python3 tools/device/gpuprof.py resnet50 [infer|train] [--gpu-suite] [--dtype bfloat16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import torch
+import zoo
+from torch.profiler import ProfilerActivity, profile
+from zoo_gpu_models import MODELS_GPU
+
+
+def _profile(name: str, step: object, iters: int = 10) -> None:
+    for _ in range(3):
+        step()  # type: ignore[operator]
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        step()  # type: ignore[operator]
+    torch.cuda.synchronize()
+    wall = (time.perf_counter() - t0) / iters
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            step()  # type: ignore[operator]
+        torch.cuda.synchronize()
+    events = prof.key_averages()
+    gpu = sum(e.self_device_time_total for e in events) / iters / 1e3
+    launches = sum(e.count for e in events if e.self_device_time_total > 0) / iters
+    print(f"== {name}: wall {wall * 1e3:.3f} ms/iter, GPU busy {gpu:.3f} ms/iter, "
+          f"~{launches:.0f} kernels/iter")
+    print(events.table(sort_by="self_device_time_total", row_limit=18, max_name_column_width=70))
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("mode", nargs="?", default="infer")
+    ap.add_argument("--dtype", default="float32")
+    args = ap.parse_args(argv)
+    zoo.DEVICE = "cuda"
+    zoo.DTYPE = getattr(torch, args.dtype)
+    zoo.MODELS.update(MODELS_GPU)
+    train = args.mode == "train"
+    torch.manual_seed(0)
+    model, inputs = zoo.MODELS[args.model]()
+    model = model.to("cuda", zoo.DTYPE).train(False)
+    inputs = tuple(zoo._to(t, zoo.DTYPE) for t in inputs)
+    params = [p for p in model.parameters()] if train else []
+    if not train:
+        for p in model.parameters():
+            p.requires_grad_(False)
+    _profile("eager", zoo._step(model, params, inputs, train))
+    _profile("ours", zoo._step(zoo._ours(model, "capture"), params, inputs, train))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
