@@ -20,6 +20,7 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
+from aotgrad.checked_ops import CheckedOps
 from aotgrad.overlap import check_write_overlap
 
 __all__ = ["COPIED_META_KEYS", "AtenTracer", "TraceError", "new_fake_mode", "trace"]
@@ -301,6 +302,11 @@ class AtenTracer(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: 
             self._annotate(node, out)
             self._sym_nodes[_sym_key(out)] = node
             return out
+        if func is torch.ops.aten._assert_async.msg:
+            # NOTE: a value check (`checked_ops`): returns nothing, yet must stay in the graph.
+            node = self.graph.call_function(func, fx_args, fx_kwargs)
+            node.meta["example_value"] = None
+            return out
         if not any(_is_tensor(v) for v in tree_flatten(out)[0]) and not (
                 isinstance(func, torch._ops.OpOverload) and func._schema.is_mutable):
             # NOTE: ops returning Python values (prim.device, sizes) are baked as constants;
@@ -430,7 +436,7 @@ def trace(
     for index, value in enumerate(fake_args):
         name = arg_names[index] if arg_names is not None else f"arg{index}"
         tracer.placeholder(name, value)
-    with fake_mode, tracer, torch.set_grad_enabled(grad_enabled):
+    with fake_mode, tracer, CheckedOps(), torch.set_grad_enabled(grad_enabled):
         result = run_with_meta(fn, list(fake_args), tracer)
     flat, spec = tree_flatten(result)
     for value in flat:

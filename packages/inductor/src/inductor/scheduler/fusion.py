@@ -346,7 +346,9 @@ def remove_dead(kernels: list[ComputedBuffer | ExternKernel], live: set[str]) ->
     for kern in reversed(kernels):
         if isinstance(kern, ExternKernel):
             outs = {o.name for o in kern.outputs}
-            if outs & needed:
+            # NOTE: an extern call with no outputs runs for its effect: a value check
+            # (`aten._assert_async`) must raise at run time as in eager.
+            if outs & needed or not outs:
                 kept.append(kern)
                 needed.update(kern.reads)
             continue
