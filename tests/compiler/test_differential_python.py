@@ -1,4 +1,4 @@
-# ruff: noqa: RUF012, B023, RUF005  # a probe corpus: odd constructs on purpose
+# ruff: noqa: B023, UP033, PYI034  # a probe corpus: late-binding lambdas, lru_cache and a plain context manager on purpose
 """Differential probes, issue 11 groups 1-4 across graph breaks and Python idioms: aliasing
 of containers and objects passed twice, identity of returned objects, side effects around
 graph breaks, Python's own state (os.environ, the random module, iterators), closures made
