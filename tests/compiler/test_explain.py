@@ -3,6 +3,8 @@ and guards per graph, and a report ordered by cost."""
 
 from __future__ import annotations
 
+import contextlib
+
 import compiler
 import torch
 
@@ -31,16 +33,19 @@ def test_explain_counts_graphs_and_names_the_break():
     torch.testing.assert_close(branchy(a, b), a / (a.abs() + 1) * b.abs())
 
 
-def in_except(x):
-    try:
-        raise KeyError("k")
-    except KeyError:
-        print("inside except")  # a break in a handler: the frame runs eagerly
+@contextlib.contextmanager
+def _opened():
+    yield
+
+
+def in_generated_context(x):
+    with _opened():
+        print("inside")  # a break in a generator-based context: the frame runs eagerly
         return x + 1
 
 
 def test_explain_reports_a_frame_left_to_eager():
-    out = compiler.explain(in_except)(torch.ones(2))
+    out = compiler.explain(in_generated_context)(torch.ones(2))
     assert out.graph_count == 0
     assert out.break_reasons and out.break_reasons[0].whole_frame_eager
     assert "frame runs eagerly" in str(out)

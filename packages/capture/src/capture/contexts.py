@@ -1,4 +1,4 @@
-"""Autocast around tracing and graph breaks.
+"""Autocast and exception handlers around tracing and graph breaks.
 
 Tracing enters each `torch.autocast` block of the program for real (so that the fake tensors
 get autocast's dtypes); a trace that stops inside such a block leaves it entered.
@@ -10,6 +10,10 @@ prologue calls to enter again an autocast block a graph break left: it returns t
 `__exit__`, the stack item the rest of the original code expects. When the resume function is
 traced, capture treats the call as the block's `with` statement (the block's ops get
 autocast's dtypes and the graph leaves the block where the code does).
+
+`fresh_exception(template)` makes, on each call of transformed code, the exception an
+`except`/`finally` handler a graph break stopped in is handling: the traced program raised it
+at capture (`template`); eager raises a new one on every call.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["AutocastState", "enter_autocast"]
+__all__ = ["AutocastState", "copyable_exception", "enter_autocast", "fresh_exception"]
 
 _DEVICES = ("cpu", "cuda", "xpu", "mps")
 
@@ -72,3 +76,23 @@ def enter_autocast(device_type: str, dtype: Any, enabled: bool, cache_enabled: A
                            cache_enabled=cache_enabled)
     block.__enter__()  # type: ignore[no-untyped-call]  # torch's autocast is untyped
     return block.__exit__
+
+
+def fresh_exception(template: BaseException) -> BaseException:
+    """A new exception like `template`: same class, arguments and instance attributes."""
+    new = type(template)(*template.args)
+    if hasattr(template, "__dict__"):
+        new.__dict__.update(template.__dict__)
+    return new
+
+
+def copyable_exception(template: BaseException) -> bool:
+    """Whether `fresh_exception(template)` makes an equal exception: no chained exception
+    (`__cause__`, `__context__`) and a constructor that takes the arguments back."""
+    if template.__cause__ is not None or template.__context__ is not None:
+        return False
+    try:
+        new = fresh_exception(template)
+    except Exception:  # noqa: BLE001  # any constructor: not copyable
+        return False
+    return type(new) is type(template) and new.args == template.args

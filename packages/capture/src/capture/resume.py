@@ -8,8 +8,12 @@ what a resume function returns when called with the resulting stack and the live
 A resume function is the original code entered at the next instruction (one per branch
 target for a jump); it is compiled on its first call like any other frame.
 
-Breaks are taken only in the root frame, at calls and conditional jumps, outside `except`
-and `finally` handlers; anywhere else the frame runs eagerly as a whole. Inside a `for` loop
+Breaks are taken only in the root frame, at calls and conditional jumps; anywhere else the
+frame runs eagerly as a whole. Inside `except` handlers the handled exception is made again
+for real (`contexts.fresh_exception`, one per call), is `sys.exc_info()` for the instruction
+run for real, and the resume function's prologue enters the handlers again (PUSH_EXC_INFO),
+so their POP_EXCEPT restores the caller's state; a `finally` body entered by an exception
+cannot be resumed (`bytecode` cannot size the resume function) and runs the frame eagerly. Inside a `for` loop
 the iterator travels to the resume function as the tuple of its remaining items (one resume
 function per later iteration); inside grad-mode `with` blocks (`no_grad`, `enable_grad`,
 `set_grad_enabled`) the graph ends in the frame's entry grad mode, the blocks are entered
@@ -40,7 +44,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 
 from capture.bytecode import codegen, versions
 from capture.bytecode.instructions import Instruction, decode, exception_handler
-from capture.contexts import enter_autocast
+from capture.contexts import copyable_exception, enter_autocast, fresh_exception
 from capture.graph_break import GraphBreakKind, Unsupported
 from capture.shallow import compiled_module_call, shallow_call
 from capture.values import (
@@ -64,6 +68,7 @@ if TYPE_CHECKING:
 _CALLS = frozenset({"CALL", "CALL_KW", "CALL_FUNCTION_EX"})
 _BRANCHES = frozenset({"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE"})
 _STACK_ARG = "__capture_stack{}"
+_EXC_ARG = "__capture_handled{}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,14 +89,14 @@ def break_point(code: types.CodeType, error: Unsupported) -> BreakPoint | None:
     opname = decode(code)[index].opname
     if opname not in _CALLS and opname not in _BRANCHES:
         return None
-    if not _breakable(code, index) or code.co_cellvars:
+    if code.co_cellvars:
         return None
     return BreakPoint(index, visit, opname in _CALLS and len(error.where) > 1)
 
 
 def _breakable(code: types.CodeType, index: int) -> bool:
     """Whether instruction `index` is in the body of `try` and `with` blocks (or none), not
-    in an `except`/`finally` handler, whose exception state a resume function lacks."""
+    in an `except`/`finally` handler (which `_open_handlers` must then account for)."""
     entry = exception_handler(code, index)
     return entry is None or decode(code)[entry.target].opname == "PUSH_EXC_INFO"
 
@@ -149,6 +154,14 @@ def _leave_autocast_blocks(tx: Translator, blocks: dict[int, ContextValue]) -> N
         real.__exit__(None, None, None)
 
 
+def _restore_exception(cg: codegen.CodeBuilder, saved: str | None) -> None:
+    """POP_EXCEPT the exception state saved in `saved` (set before the instruction run for
+    real inside a handler)."""
+    if saved is not None:
+        cg.load_fast(saved)
+        cg.instrs.append(Instr("POP_EXCEPT"))
+
+
 def _call_exits(cg: codegen.CodeBuilder, temps: list[str]) -> None:
     """Call each exit callable in `temps` with `(None, None, None)`, in order."""
     for temp in temps:
@@ -161,6 +174,31 @@ def _call_exits(cg: codegen.CodeBuilder, temps: list[str]) -> None:
             cg.load_const(None)
         cg.call_function(3)
         cg.instrs.append(Instr("POP_TOP"))
+
+
+def _open_handlers(tx: Translator) -> dict[int, Value]:
+    """The `except`/`finally` handlers open at the break: the stack slot of the exception
+    each one's PUSH_EXC_INFO saved -> the exception it handles: one the trace raised (a
+    constant, made again for real on each call) or one the frame received (a resume
+    function's argument, passed on)."""
+    found: dict[int, Value] = {}
+    for slot, previous, exc in tx.handled:
+        if slot >= len(tx.stack) or tx.stack[slot] is not previous:
+            raise Unsupported(GraphBreakKind.UNSUPPORTED_OBJECT,
+                              "a graph break in an exception handler whose stack capture lost")
+        if isinstance(exc, ConstantValue) and not (
+                isinstance(exc.value, BaseException) and copyable_exception(exc.value)):
+            raise Unsupported(GraphBreakKind.UNSUPPORTED_OBJECT,
+                              f"a graph break while handling {exc.describe()} (a chained "
+                              "exception or one its class cannot make again from its args)")
+        if not isinstance(exc, ConstantValue) and exc.source is None:
+            raise Unsupported(GraphBreakKind.UNSUPPORTED_OBJECT,
+                              f"a graph break while handling {exc.describe()}")
+        found[slot] = exc
+    if not found and not _breakable(tx.code, tx.ip):
+        raise Unsupported(GraphBreakKind.UNSUPPORTED_OBJECT,
+                          "a graph break in an exception handler capture did not enter")
+    return found
 
 
 def select_branch(condition: object, if_true: object, if_false: object) -> object:
@@ -197,6 +235,31 @@ def emit_break(
     # (then left again); a resume function's prologue enters them again for the rest.
     autocast_temps = {slot: _new_temp() for slot in autocasts}
     autocast_exits = [autocast_temps[slot] for slot in sorted(autocasts, reverse=True)]
+    # NOTE: inside `except`/`finally` handlers: the exceptions they handle are made again
+    # (one per call, as eager raises one); the instruction run for real sees the innermost
+    # as `sys.exc_info()`, and a resume function's prologue enters the handlers again
+    # (PUSH_EXC_INFO) so that their POP_EXCEPT restores what the caller had.
+    handled = _open_handlers(tx)
+    exc_temps: dict[int, str] = {}  # id of the exception object (or of its value) -> temp
+    for exc in handled.values():
+        key = id(exc.value) if isinstance(exc, ConstantValue) else id(exc)
+        if key in exc_temps:
+            continue
+        if isinstance(exc, ConstantValue):
+            cg.load_callable(fresh_exception)
+            cg.load_object(exc.value)
+            cg.call_function(1)
+            exc_temps[key] = _new_temp(cg)
+            cg.store_fast(exc_temps[key])
+        else:
+            kept = _keep(cg, exc)
+            assert kept is not None
+            exc_temps[key] = kept
+
+    def handled_value(value: Value) -> str | None:
+        if isinstance(value, ConstantValue):
+            return exc_temps.get(id(value.value))
+        return exc_temps.get(id(value))
     operands = len(tx.stack) - _operand_count(tx, ins)
     for slot, value in enumerate(tx.stack):
         wrapped = _compiled_callee(value, compile_callee, in_callee) if slot == callee else None
@@ -204,6 +267,10 @@ def emit_break(
             stack_temps.append(exit_temps[slot])
         elif slot in autocasts:
             stack_temps.append(autocast_temps[slot])
+        elif slot in handled:
+            stack_temps.append(_keep(cg, ConstantValue(None)))
+        elif (exc_temp := handled_value(value)) is not None:
+            stack_temps.append(exc_temp)
         elif wrapped is not None:
             cg.load_object(wrapped)
             callee_temp = _new_temp(cg)
@@ -225,11 +292,12 @@ def emit_break(
             stack_temps.append(iter_temp)
         else:
             stack_temps.append(_keep(cg, value))
-    # NOTE: a resume function's stack arguments are dead once its prologue ran.
+    # NOTE: a resume function's stack and exception arguments are dead once its prologue
+    # ran.
     local_temps = {
-        name: _keep(cg, _not_iterator(value))
+        name: handled_value(value) or _keep(cg, _not_iterator(value))
         for name, value in tx.locals.items()
-        if not name.startswith(_STACK_ARG[:-2])
+        if not name.startswith((_STACK_ARG[:-2], _EXC_ARG[:-2]))
     }
     names = list(local_temps)
     # NOTE: the NULLs of pending calls (`f(g(x))` breaking at g) are not values: the
@@ -242,13 +310,26 @@ def emit_break(
         slots = frozenset(i for i in iter_slots if i < below)
         nulls = frozenset(i for i in null_slots if i < below)
         entered = {i: (enter_autocast, ctx.args) for i, ctx in autocasts.items() if i < below}
-        return make_resume(resume_code(tx.code, index, nstack, names, slots, nulls, entered))
+        handlers = [i for i in sorted(handled) if i < below]
+        return make_resume(resume_code(tx.code, index, nstack, names, slots, nulls, entered,
+                                       handlers))
 
     def passed_below(temps: list[str | None]) -> list[str | None]:
-        """The stack temps passed to a resume function (not NULLs, not the exits its
-        prologue makes)."""
+        """The stack temps passed to a resume function (not NULLs, not the exits or saved
+        exceptions its prologue makes)."""
         return [t for j, t in enumerate(temps)
-                if t is not None and not (j in autocasts and t == autocast_temps[j])]
+                if t is not None and j not in handled
+                and not (j in autocasts and t == autocast_temps[j])]
+
+    def _exc_temp(exc: Value) -> str:
+        found = handled_value(exc)
+        assert found is not None
+        return found
+
+    def exceptions_below(below: int) -> list[str]:
+        """The handled exceptions a resume function's prologue enters again, outermost
+        first."""
+        return [_exc_temp(handled[i]) for i in sorted(handled) if i < below]
 
     replay()
     for slot, exit_temp in exit_temps.items():
@@ -263,6 +344,13 @@ def emit_break(
             cg.load_const(arg)
         cg.call_function(len(autocasts[slot].args))
         cg.store_fast(autocast_temps[slot])
+    saved_exc: str | None = None
+    if handled and ins.opname not in _BRANCHES:
+        saved_exc = _new_temp()
+        cg.load_fast(_exc_temp(handled[max(handled)]))
+        cg.instrs.append(Instr("PUSH_EXC_INFO"))
+        cg.instrs.append(Instr("POP_TOP"))
+        cg.store_fast(saved_exc)
     for temp in stack_temps:
         _load(cg, temp)
     if ins.opname in _BRANCHES:
@@ -283,7 +371,7 @@ def emit_break(
         chosen = _new_temp(cg)
         cg.store_fast(chosen)
         _call_exits(cg, autocast_exits)
-        args = passed_below(rest)
+        args = passed_below(rest) + exceptions_below(len(rest))
         _call_temp(cg, chosen, args + list(local_temps.values()))
         return
     entry = exception_handler(tx.code, tx.ip)
@@ -300,6 +388,7 @@ def emit_break(
         cg.instrs.append(handler)  # type: ignore[arg-type]  # a label
         error = _new_temp(cg)
         cg.store_fast(error)
+        _restore_exception(cg, saved_exc)
         _call_exits(cg, autocast_exits)
         below = passed_below(stack_temps[: entry.depth])
         if entry.lasti:
@@ -311,7 +400,8 @@ def emit_break(
         on_error = _new_temp(cg)
         cg.load_object(resume_at(entry.target, nstack, entry.depth))
         cg.store_fast(on_error)
-        _call_temp(cg, on_error, [*below, error, *local_temps.values()])
+        _call_temp(cg, on_error, [*below, error, *exceptions_below(entry.depth),
+                                  *local_temps.values()])
         cg.instrs.append(after)  # type: ignore[arg-type]
     else:
         popped = _emit_call(cg, tx, ins)
@@ -319,11 +409,13 @@ def emit_break(
     results = [_new_temp(cg) for _ in range(depth)]
     for result in reversed(results):
         cg.store_fast(result)
+    _restore_exception(cg, saved_exc)
     _call_exits(cg, autocast_exits)
     resume = resume_at(tx.ip + 1, depth, depth - 1)
     cg.load_callable(resume)
     passed = [r for j, r in enumerate(results)
-              if not (j < depth - 1 and (j in null_slots or j in autocasts))]
+              if not (j < depth - 1 and (j in null_slots or j in autocasts or j in handled))]
+    passed += exceptions_below(depth - 1)
     for temp in [*passed, *local_temps.values()]:
         _load(cg, temp)
     cg.call_function(len(passed) + len(local_temps))
@@ -538,14 +630,18 @@ def resume_code(
     iter_slots: frozenset[int] = frozenset(),
     null_slots: frozenset[int] = frozenset(),
     entered: Mapping[int, tuple[Callable[..., Any], tuple[object, ...]]] | None = None,
+    handlers: list[int] | None = None,
 ) -> types.CodeType:
     """`code` entered at instruction `index` with `nstack` stack items and `local_names`
     bound, all passed as positional arguments (stack items first). The stack items at
     `iter_slots` are passed as sequences and entered as iterators (`for` loops); those at
     `null_slots` are the NULLs of pending calls, pushed by the prologue, not passed; those
     in `entered` (slot -> (function, constant arguments)) are made by the prologue calling
-    the function (the exit of an autocast block entered again), not passed."""
+    the function (the exit of an autocast block entered again), not passed. The stack items
+    at `handlers` are what an open `except`/`finally` handler's PUSH_EXC_INFO saved: the
+    prologue enters each handler again with the exception passed after the stack items."""
     entered = entered or {}
+    handlers = handlers or []
     instructions = decode(code)
     position = sum(1 for ins in instructions[:index] if ins.raw_opname != "EXTENDED_ARG")
     bc = Bytecode.from_code(code)
@@ -561,11 +657,16 @@ def resume_code(
     label = Label()
     items.insert(at, label)
     stack_names = [_STACK_ARG.format(i) for i in range(nstack)
-                   if i not in null_slots and i not in entered]
+                   if i not in null_slots and i not in entered and i not in handlers]
+    exc_names = [_EXC_ARG.format(i) for i in handlers]
     entry: list[Any] = versions.prologue(len(code.co_freevars))
     for slot in range(nstack):
         if slot in null_slots:
             entry.extend(versions.push_null())
+            continue
+        if slot in handlers:
+            entry.extend([Instr("LOAD_FAST", _EXC_ARG.format(slot)), Instr("PUSH_EXC_INFO"),
+                          Instr("POP_TOP")])
             continue
         if slot in entered:
             function, args = entered[slot]
@@ -585,7 +686,7 @@ def resume_code(
         if isinstance(instr, Instr):
             instr.lineno = code.co_firstlineno
     new = Bytecode(entry + items)
-    new.argnames = stack_names + local_names
+    new.argnames = stack_names + exc_names + local_names
     new.argcount = len(new.argnames)
     new.posonlyargcount = 0
     new.kwonlyargcount = 0
@@ -600,4 +701,12 @@ def resume_code(
         inspect.CO_VARARGS | inspect.CO_VARKEYWORDS | versions.generator_flags()
     )
     new.docstring = None
-    return new.to_code()
+    try:
+        return new.to_code()
+    except RuntimeError as error:
+        # NOTE: `bytecode` computes stack depths along the control flow from the prologue;
+        # a jump into the body of a handler whose code ends in RERAISE (a `finally` entered
+        # by an exception) defeats it: no graph break there (the frame runs eagerly).
+        raise Unsupported(GraphBreakKind.UNSUPPORTED_OBJECT,
+                          f"no resume function at offset {offset} of {code.co_name}: "
+                          f"{error}") from None

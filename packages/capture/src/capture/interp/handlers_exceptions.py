@@ -60,7 +60,9 @@ def raise_varargs(tx: Translator, ins: Instruction) -> None:
 @handler("PUSH_EXC_INFO")
 def push_exc_info(tx: Translator, ins: Instruction) -> None:
     exc = tx.pop()
-    tx.push(tx.exc_info if tx.exc_info is not None else ConstantValue(None))
+    previous = tx.exc_info if tx.exc_info is not None else ConstantValue(None)
+    tx.handled.append((len(tx.stack), previous, exc))
+    tx.push(previous)
     tx.exc_info = exc
     tx.push(exc)
 
@@ -70,6 +72,7 @@ def pop_except(tx: Translator, ins: Instruction) -> None:
     previous = tx.pop()
     none = isinstance(previous, ConstantValue) and previous.value is None
     tx.exc_info = None if none else previous
+    tx.handled = [entry for entry in tx.handled if entry[1] is not previous]
 
 
 @handler("CHECK_EXC_MATCH")

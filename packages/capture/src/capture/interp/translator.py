@@ -69,6 +69,10 @@ class Translator:
         self.stopped = False
         # The exception being handled (`sys.exc_info()`), set by PUSH_EXC_INFO.
         self.exc_info: Value | None = None
+        # Open handlers, outermost first: (stack slot of the exception PUSH_EXC_INFO
+        # saved, that saved value, the exception handled); a graph break inside a handler
+        # enters it again in the resume function.
+        self.handled: list[tuple[int, Value, Value]] = []
         # Set when this frame runs a GraphModule's generated forward (its nodes' metadata
         # is carried over to the nodes traced from it).
         self.fx_module: object | None = None
