@@ -309,11 +309,11 @@ step0: kernel outer=() nodes=['buf0', 'buf1'] local=['buf0']
 # wrapper
 def call(arg0):
     buf1 = empty_strided((), (), dtype=torch.float32)
-    kernelf32286ce70ff290a(arg0, buf1)
+    kernelebdeb60b7b49ac52(arg0, buf1)
     return (buf1,)
 # configs ((1, 1024, 8),) persistent=False split=16
 @triton.jit
-def kernelf32286ce70ff290a(in_ptr0, out_ptr0, ws_n0, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
+def kernelebdeb60b7b49ac52(in_ptr0, out_ptr0, ws_n0, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
     xidx = tl.arange(0, XBLOCK)[:, None]
     xmask = xidx < 1
     xzero = xidx * 0
@@ -331,14 +331,14 @@ def kernelf32286ce70ff290a(in_ptr0, out_ptr0, ws_n0, XBLOCK: tl.constexpr, RBLOC
 
 
 @triton.jit
-def kernelf32286ce70ff290a_final(in_ptr0, out_ptr0, ws_n0, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
+def kernelebdeb60b7b49ac52_final(in_ptr0, out_ptr0, ws_n0, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
     xidx = tl.arange(0, XBLOCK)[:, None]
     xmask = xidx < 1
     xzero = xidx * 0
     rzero = tl.zeros([1, RBLOCK], tl.int32)
     ridx = tl.arange(0, RBLOCK)[None, :]
     rmask = ridx < 16
-    n0_t1 = tl.sum(tl.where(xmask & rmask, tl.load(ws_n0 + xidx * 16 + ridx, mask=xmask & rmask, other=0.0), 0.0), 1)[:, None]
+    n0_t1 = tl.sum(tl.where(xmask & rmask, tl.load(ws_n0 + xidx * 16 + ridx, mask=xmask & rmask, other=0.0).to(tl.float64), 0.0), 1).to(tl.float32)[:, None]
     n1_t0 = n0_t1
     n1_t1 = tl.full([], 2.0, tl.float32)
     n1_t2 = (n1_t0 * n1_t1)

@@ -6,8 +6,8 @@ source tools/device/install.sh
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
 what=${1:-both}
 if [ "$what" != zoo ]; then
-  timeout 300 python3 -m pytest -n 8 -q -p no:cacheprovider -x tests/inductor/test_triton_kernels.py \
-    tests/inductor/test_triton_programs.py tests/inductor/test_devices.py 2>&1 | tail -60 | tee "$OUT/tests.txt"
+  timeout ${TEST_TIMEOUT:-300} python3 -m pytest -n 8 -q -p no:cacheprovider tests/inductor/test_triton_*.py \
+    tests/inductor/test_devices.py ${TEST_EXTRA:-} 2>&1 | tail -60 | tee "$OUT/tests.txt"
 fi
 if [ "$what" != tests ]; then
   python3 -m guards.native > /dev/null 2>&1

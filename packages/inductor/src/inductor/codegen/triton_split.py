@@ -211,6 +211,11 @@ class SplitTritonGen(TritonGen):
                 if kind in ("any", "all"):
                     red_fn = "tl.max" if kind == "any" else "tl.min"
                     reduced = f"({red_fn}({part}, 1) != 0)"
+                elif kind == "sum" and vt == torch.float32:
+                    # NOTE: the partials add up in float64, rounded once (as exact as
+                    # CUDA's own full sums, which round about as well as can be)
+                    masked = f"tl.where(xmask & rmask, {part}.to(tl.float64), 0.0)"
+                    reduced = f"tl.sum({masked}, 1).to(tl.float32)"
                 else:
                     masked = f"tl.where(xmask & rmask, {part}, {init})"
                     reduced = self._reduce(kind, masked, vt)
