@@ -28,6 +28,7 @@ from torch.utils._pytree import tree_flatten
 from aotgrad.decompositions import get_decompositions
 from aotgrad.functionalize import FunctionalGraph, functionalize
 from aotgrad.trace import AtenTracer, new_fake_mode, run_with_meta, trace
+from aotgrad.unread import drop_unread_arguments
 
 __all__ = ["JointGraph", "build_joint", "fresh_fakes", "fresh_primals", "trace_forward",
            "trace_joint"]
@@ -212,6 +213,7 @@ def trace_joint(
                 grads[position] = grad
         tracer.output_flat([*flat, *grads])
     joint = functionalize(tracer.graph_module(), fake_mode, keep_tail=len(primals))
+    drop_unread_arguments(joint.gm)  # NOTE: batch norm's backward reads no running stats
     if joint.mutated_inputs != forward.mutated_inputs or [
         s.kind for s in joint.outputs] != [s.kind for s in forward.outputs]:
         raise RuntimeError("the joint trace disagrees with the forward trace on mutations or "

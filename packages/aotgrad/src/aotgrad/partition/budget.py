@@ -2,7 +2,8 @@
 
 Budget 1.0 saves what `min_cut` saves (expensive ops are never recomputed); budget 0.0 saves
 what full recomputation saves (min_cut where only random ops must not run twice). In between,
-the target is `B0 + budget * (B1 - B0)` saved bytes. The items of a 0-1 knapsack are the
+the target is `B0 + budget * (B1 - B0)` saved bytes, or less where torch.compile's
+scale for the same budget allows less (`BudgetPlanner.target_bytes`). The items of a 0-1 knapsack are the
 expensive activations min_cut keeps in the forward (matmuls, reductions, ...) and the cheap
 values it keeps because a matmul reads them: weight = their bytes, value = the estimated
 runtime of recomputing them (with their cheap inputs). Kept
@@ -25,6 +26,8 @@ from aotgrad.partition.analysis import (
     is_cheap,
     is_compute_intensive,
     is_rerunnable,
+    storage_root,
+    value_bytes,
 )
 from aotgrad.partition.estimate import Estimator, get_estimator
 from aotgrad.partition.knapsack import get_solver
@@ -120,8 +123,45 @@ class BudgetPlanner:
                 stack.extend(arg.all_input_nodes)
         return cost
 
-    def target_bytes(self, budget: float) -> float:
+    def unsaved_input_bytes(self, saved: frozenset[fx.Node]) -> int:
+        """Bytes of the graph inputs (parameters, user inputs) `saved` does not keep."""
+        kept = {storage_root(n) for n in saved}
+        return sum(value_bytes(p) for p in self.info.primals if p not in kept)
+
+    @functools.cached_property
+    def torch_range(self) -> int:
+        """The bytes between budget 0.0 and 1.0 on torch.compile's scale (`target_bytes`)."""
+        return self.max_bytes - self.unsaved_input_bytes(self.max_saved)
+
+    def fits(self, saved: frozenset[fx.Node], budget: float) -> bool:
+        """Whether a relaxed cut's saved values fit the budget: at most `budget` of the way
+        from full recomputation's bytes to budget 1.0's, and under torch.compile's test of
+        the same cut (its saved bytes above the graph inputs' it does not save)."""
+        size = activation_bytes(saved)
+        if size > self.limit_bytes(budget):
+            return False
+        return (self.torch_range <= 0
+                or size - self.unsaved_input_bytes(saved) <= budget * self.torch_range)
+
+    def limit_bytes(self, budget: float) -> float:
+        """`budget` of the way from full recomputation's bytes to budget 1.0's: no budget
+        saves more."""
         return self.min_bytes + budget * (self.max_bytes - self.min_bytes)
+
+    def target_bytes(self, budget: float) -> float:
+        """The activation bytes the knapsack may keep: `limit_bytes`, and never more than
+        torch.compile's `activation_memory_budget` allows at the same value.
+
+        NOTE: torch measures a budget on a scale that starts at the bytes of every graph
+        input and ends at budget 1.0's saved values (inputs included), so graph inputs that
+        budget 1.0 does not save (the first layer's weight, whose gradient needs only the
+        input) narrow its range: the benchmark's MLP saves 11.0 MB at 1.0, its first
+        layer's 4.2 MB weight is not saved, so torch's range is 6.8 MB and 0.25 keeps at
+        most 1.7 MB there, not 2.75 MB.
+        """
+        ours = self.limit_bytes(budget)
+        # NOTE: an empty torch range makes torch save budget 1.0's values at any budget
+        return min(ours, budget * self.torch_range) if self.torch_range > 0 else ours
 
     @functools.cached_property
     def relaxed_cuts(self) -> list[frozenset[fx.Node]]:
@@ -133,7 +173,7 @@ class BudgetPlanner:
         return [self.saved_with_kept(cheap_only), self.saved_with_kept(intensive)]
 
     def solve(self, budget: float, solver: str) -> frozenset[fx.Node]:
-        """Saved values for this budget: the first relaxed cut under the target if one is
+        """Saved values for this budget: the first relaxed cut that `fits` if one does
         (as torch's partitioner does: they recompute only ops cheap next to a matmul), else
         the knapsack over the candidates, repaired exactly against the target."""
         if budget >= 1.0:
@@ -142,7 +182,7 @@ class BudgetPlanner:
             return self.min_saved
         target = self.target_bytes(budget)
         for cut in self.relaxed_cuts:
-            if activation_bytes(cut) <= target:
+            if self.fits(cut, budget):
                 return cut
         items = self.candidates
         weights = [float(bytes_of(example_value(n))) for n in items]
@@ -182,7 +222,7 @@ class BudgetPlanner:
         partition = split(self.info, self.solve(budget, solver))
         point = BudgetPoint(
             budget=budget,
-            target_bytes=self.target_bytes(budget),
+            target_bytes=self.limit_bytes(budget),
             saved_bytes=activation_bytes(partition.saved),
             recompute_time=self.recompute_time(partition),
         )

@@ -149,8 +149,21 @@ def min_cut_saved_values(info: JointInfo, banned: Callable[[fx.Node], bool]) -> 
         if node.op == "output" or not info.is_forward_computable(node):
             continue
         if node.name + ".in" in reachable and node.name + ".out" not in reachable:
-            saved.add(node)
+            saved.add(_primal_for_view(node))
     return saved
+
+
+def _primal_for_view(node: fx.Node) -> fx.Node:
+    """The primal itself for a value that lives in a primal's storage (a weight's
+    transpose, `to` an input's own dtype), whose views the backward then redoes.
+
+    NOTE: the cut prices such a value at 0 bytes (the primal is alive anyway), but a backend
+    may return it from the forward as a new tensor (inductor copies an identity `to`), and
+    a saved view escapes the copy the runtime makes of a saved input it overwrites (a
+    mutated buffer): saving the primal is free on every backend and reads the right value.
+    """
+    root = storage_root(node)
+    return root if root.op == "placeholder" and is_saveable(root) else node
 
 
 def partition_min_cut(info: JointInfo) -> Partition:
