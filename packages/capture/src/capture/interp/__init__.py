@@ -11,8 +11,8 @@ Imports go one way, bottom to top (`tools/import_cycles.py` checks that no cycle
   delete), `calls` (calling a value: inline, put in the graph, or a special);
 - special callables registered with `builtins_table.special`: `specials_containers`
   (container methods), `specials_library` (library helpers), `copying` (copy/deepcopy),
-  `autograd_specials` (autograd.Function, checkpoint), `context_specials` (contexts a graph
-  break re-enters), `generators`;
+  `autograd_specials` (autograd.Function, checkpoint), `context_specials` (grad mode,
+  autocast and user context managers; contexts a graph break re-enters), `generators`;
 - the opcode handlers, one module per kind of instruction: `handlers_calls` (CALL and
   friends), `handlers_containers` (BUILD_*, unpacking), `handlers_control` (jumps, loops,
   `with`), `handlers_exceptions`, `handlers_load_store`, `handlers_ops`.

@@ -15,7 +15,7 @@ from guards.sources import AttrSource, ClosureSource, ConstSource, DefaultSource
 
 from capture import policy, torch_ops
 from capture.graph_break import GraphBreakKind, new_exception, unsupported
-from capture.interp import attributes, builtins_table, dispatch, operators
+from capture.interp import attributes, builtins_table, context_specials, dispatch, operators
 from capture.interp.lookup_guards import class_method, guard_no_global_module_hooks
 from capture.output_graph import GuardKind
 from capture.values import (
@@ -54,7 +54,7 @@ def call_value(tx: Translator, fn: Value, args: list[Value], kwargs: dict[str, V
     if isinstance(fn, ContextValue):
 
         if len(args) == 1 and not kwargs:
-            return PartialValue(ConstantValue(builtins_table.run_in_context), [fn, args[0]], {})
+            return PartialValue(ConstantValue(context_specials.run_in_context), [fn, args[0]], {})
         return fn
     if isinstance(fn, ObjectValue):
         call = inspect.getattr_static(fn.cls, "__call__", None)
@@ -459,7 +459,7 @@ def is_null(value: Value) -> bool:
 def context_exit_value(ctx: ContextValue) -> Value:
     """The callable BEFORE_WITH pushes: calling it exits `ctx`."""
 
-    return MethodValue(ctx, ConstantValue(builtins_table.context_exit))
+    return MethodValue(ctx, ConstantValue(context_specials.context_exit))
 
 
 def unused(*_: Any) -> None:

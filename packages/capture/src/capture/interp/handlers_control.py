@@ -6,7 +6,8 @@ from capture.bytecode import versions
 from capture.bytecode.instructions import Instruction
 from capture.graph_break import GraphBreakKind, unsupported
 from capture.interp import operators
-from capture.interp.builtins_table import enter_context, iterate
+from capture.interp.builtins_table import iterate
+from capture.interp.context_specials import enter_context
 from capture.interp.registry import handler
 from capture.interp.translator import Translator
 from capture.values import ConstantValue, IteratorValue
