@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from guards.sources import AttrSource
+
 from capture.graph_break import GraphBreakKind, unsupported
 
 if TYPE_CHECKING:
@@ -34,7 +36,16 @@ class SideEffects:
         reachable from the frame (a source) to be replayed. One reached some other way (no
         source: nothing guards that the same object is reached next call) is unsupported:
         the frame runs eagerly rather than drop or misdirect the mutation."""
-        if container.source is not None:
+        source = container.source
+        if isinstance(source, AttrSource) and source.attr == "__dict__":
+            # NOTE: `obj.__dict__.update(...)` on an existing object: its attribute reads
+            # later in the trace would see the old values (they read the object, not this
+            # dict); the write runs eagerly.
+            raise unsupported(
+                GraphBreakKind.UNSUPPORTED_OBJECT,
+                f"changing the __dict__ of an existing object ({source.name()})",
+            )
+        if source is not None:
             self.containers[id(container)] = container
         elif getattr(container, "real", None) is not None:
             raise unsupported(

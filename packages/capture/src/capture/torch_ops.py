@@ -97,6 +97,15 @@ _REFUSED: dict[object, str] = {
     torch.set_rng_state: "setting the RNG state inside a compiled function",
     torch.initial_seed: "reading the RNG seed inside a compiled function",
     torch.seed: "reseeding the RNG inside a compiled function",
+    # NOTE: process-wide settings no guard checks: a graph would bake in the first call's.
+    torch.get_num_threads: "reading torch.get_num_threads() inside a compiled function",
+    torch.get_num_interop_threads: "reading torch.get_num_interop_threads() inside a compiled "
+                                   "function",
+    torch.get_float32_matmul_precision: "reading the float32 matmul precision inside a "
+                                        "compiled function",
+    torch.is_deterministic_algorithms_warn_only_enabled: "reading the deterministic warn-only "
+                                                         "flag inside a compiled function",
+    torch.is_anomaly_enabled: "reading the anomaly-detection flag inside a compiled function",
 }
 # NOTE: in-place changes of a tensor's shape or strides: the functionalizing backends cannot
 # give a graph input new metadata, so these run eagerly (a graph break) on every backend.

@@ -165,6 +165,9 @@ def apply_operator(tx: Translator, op: Callable[..., Any], args: list[Value]) ->
         if result is not None:
             return result
     if op in (operator.eq, operator.ne) and len(args) == 2:
+        equal = sequence_equal(tx, args[0], args[1])
+        if equal is not None:
+            return ConstantValue(equal if op is operator.eq else not equal)
         same = is_same(args[0], args[1])
         if same is not None:
             return ConstantValue(same if op is operator.eq else not same)
@@ -236,6 +239,35 @@ def real_object(value: Value) -> tuple[bool, object]:
     if isinstance(value, ObjectValue) and value.obj is not None:
         return True, value.obj
     return False, None
+
+
+def _sequence_items(value: Value) -> tuple[type, list[Value]] | None:
+    """(list or tuple, items) of a list or tuple value (torch.Size and named tuples are
+    tuples); None for anything else."""
+    if isinstance(value, TupleValue) and issubclass(value.cls, tuple):
+        return tuple, list(value.items)
+    if isinstance(value, ListValue):
+        return list, list(value.items)
+    if isinstance(value, ConstantValue) and isinstance(value.value, (list, tuple)):
+        return (list if isinstance(value.value, list) else tuple), value.unpack()
+    return None
+
+
+def sequence_equal(tx: Translator, a: Value, b: Value) -> bool | None:
+    """`a == b` for two lists or two tuples, item by item as Python compares them (an item
+    may be a size of an input: `x.shape == (2, 3)` guards on the sizes); None when `a` and
+    `b` are not both lists or tuples."""
+    left, right = _sequence_items(a), _sequence_items(b)
+    if left is None or right is None:
+        return None
+    if left[0] is not right[0] or len(left[1]) != len(right[1]):
+        return False
+    for x, y in zip(left[1], right[1]):
+        if is_same(x, y) is True:
+            continue
+        if not truth(tx, apply_operator(tx, operator.eq, [x, y])):
+            return False
+    return True
 
 
 def is_same(a: Value, b: Value) -> bool | None:
@@ -382,6 +414,8 @@ def contains(tx: Translator, item: Value, container: Value) -> bool:
                 raise unsupported(
                     GraphBreakKind.DATA_DEPENDENT, "`in` comparing tensors", HINT_DATA_DEPENDENT
                 )
+            elif sequence_equal(tx, item, candidate):
+                return True  # NOTE: `x.shape in [(2, 3)]`: sizes compared (and guarded)
         return False
     raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"`in` on {container.describe()}")
 
