@@ -85,13 +85,22 @@ class _FastPath:
         self.align: tuple[bool, ...] = ()
         self.extra: tuple[int, ...] = ()
         self.on = True  # NOTE: off once a compiled kernel refused our arguments
+        self.direct: tuple[Any, ...] | None = None  # see _direct
 
     def call(self, args: Sequence[Any]) -> bool:
         """Launch through the compiled kernel; False when the caller must use the JIT."""
         if self.compiled is None or _alignment(args) != self.align:
             return False
+        if self.direct is not None:
+            run, g0, g1, g2, function, packed = self.direct
+            # NOTE: what `compiled[grid](*args)` does, minus building a runner closure and
+            # looking up launch hooks per call (none were set when this was kept)
+            stream = torch._C._cuda_getCurrentRawStream(torch._C._cuda_getDevice())
+            run(g0, g1, g2, stream, function, packed, None, None, None, *args, *self.extra)
+            return True
         try:
             self.compiled[self.grid](*args, *self.extra)
+            self.direct = self._direct()
             return True
         except TypeError:
             # NOTE: Triton versions differ in whether a compiled kernel takes its
@@ -102,6 +111,7 @@ class _FastPath:
                 return False
             self.extra = ()
             self.compiled[self.grid](*args)
+            self.direct = self._direct()
             return True
 
     def keep(self, compiled: Any, grid: tuple[int, ...], args: Sequence[Any],
@@ -112,6 +122,24 @@ class _FastPath:
             self.grid = grid + (1,) * (3 - len(grid))
             self.align = _alignment(args)
             self.extra = constexprs
+            self.direct = None  # NOTE: set once a launch through the runner took our arguments
+
+    def _direct(self) -> tuple[Any, ...] | None:
+        """The compiled kernel's C launcher and what it takes, when this Triton has the
+        layout we know (`run(grid, stream, function, packed_metadata, launch_metadata, enter
+        hook, exit hook, *args)`) and no launch hooks are set; else None (the runner)."""
+        c = self.compiled
+        try:
+            from triton import knobs  # type: ignore[import-untyped]  # NOTE: no type hints
+
+            hooks = (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook)
+            c._init_handles()
+            direct = (c.run, *self.grid, c.function, c.packed_metadata)
+        except (ImportError, AttributeError):
+            return None
+        if any(h is not None for h in hooks) or not torch.cuda.is_available():
+            return None
+        return direct
 
 
 def _alignment(args: Sequence[Any]) -> tuple[bool, ...]:
