@@ -172,6 +172,7 @@ DEVICE = "cpu"  # `--device cuda`: models, inputs and timings on the GPU
 DTYPE = torch.float32  # `--dtype bfloat16`: parameters and floating inputs in that type
 BUDGET_S = 4.0  # `--budget`: seconds of paired timing per step (eager and the compiled step)
 WARM = True  # `--no-warm`: skip the warm and disk-only recompiles (nan in those columns)
+MODE = "default"  # `--mode reduce-overhead`: CUDA graphs (ours: option cudagraphs; torch.compile's mode)
 
 
 def _sync() -> None:
@@ -309,7 +310,9 @@ def _ours(model: nn.Module, path: str) -> Callable[..., Any]:
     if path == "capture":
         import capture
 
-        return capture.optimize(model, backend="inductor")
+        return capture.optimize(model, backend="inductor",
+                                options={"cudagraphs": True} if MODE == "reduce-overhead"
+                                else None)
     import aotgrad
     from inductor.decompositions import decomposition_table
     from inductor.pipeline import compile_aten
@@ -472,7 +475,7 @@ def _bench_torch(model: nn.Module, params: list[torch.nn.Parameter], inputs: tup
 
     dynamo.reset()
     t0 = time.perf_counter()
-    tc = torch.compile(model, backend="inductor")
+    tc = torch.compile(model, backend="inductor", mode=MODE)
     tc_step = _step(tc, params, inputs, train)
     got_t = tc_step()
     _sync()
@@ -484,7 +487,7 @@ def _bench_torch(model: nn.Module, params: list[torch.nn.Parameter], inputs: tup
     if WARM:
         dynamo.reset()
         t0 = time.perf_counter()
-        _step(torch.compile(model, backend="inductor"), params, inputs, train)()
+        _step(torch.compile(model, backend="inductor", mode=MODE), params, inputs, train)()
         warm = time.perf_counter() - t0
     dynamo.reset()
     return tc_pair.speedup, cold, warm, ok
@@ -499,6 +502,7 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", default="")
     ap.add_argument("--no-train", action="store_true")
+    ap.add_argument("--no-infer", action="store_true", help="training rows only")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--device", default="cpu", help="cpu or cuda")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
@@ -506,8 +510,11 @@ def main(argv: list[str]) -> int:
                     help="small: the CPU zoo below; gpu: realistic sizes (zoo_gpu_models.py)")
     ap.add_argument("--budget", type=float, default=4.0, help="seconds of timing per step")
     ap.add_argument("--no-warm", action="store_true", help="skip the warm recompiles")
+    ap.add_argument("--mode", default="default", choices=["default", "reduce-overhead"],
+                    help="reduce-overhead: CUDA graphs on both sides (ours: cudagraphs=True)")
     args = ap.parse_args(argv)
-    global DEVICE, DTYPE, BUDGET_S, WARM
+    global DEVICE, DTYPE, BUDGET_S, WARM, MODE
+    MODE = args.mode
     DEVICE = args.device
     BUDGET_S = args.budget
     WARM = not args.no_warm
@@ -519,7 +526,7 @@ def main(argv: list[str]) -> int:
         MODELS.update(MODELS_GPU)
     names = [n for n in (args.models.split(",") if args.models else MODELS) if n]
     rows: list[Row] = []
-    modes = [False] if args.no_train else [False, True]
+    modes = [m for m in (False, True) if not (m and args.no_train or not m and args.no_infer)]
     print(f"device {DEVICE}, dtype {args.dtype}, torch {torch.__version__}, threads {torch.get_num_threads()}, caches {_CACHE_ROOT}")
     header = (f"{'model':<15}{'mode':<6}{'path':<11}{'eager ms':>9}{'ours x':>8}"
               f"{'ours q1-q3':>12}{'torch x':>8}"
