@@ -256,10 +256,9 @@ def capture_records() -> Any:
     return capture.recording()
 
 
-def test_inductor_gets_concrete_sizes_per_call() -> None:
-    """The inductor backend's kernels are compiled for concrete sizes: behind one symbolic
-    capture entry, aotgrad keeps one compiled runner per distinct size, keyed by the exact
-    sizes, so a kernel never runs with another size than it was compiled for."""
+def test_inductor_compiles_symbolic_sizes_once() -> None:
+    """Behind one symbolic capture entry, the inductor backend compiles one runner for the
+    symbolic signature (its kernels take the sizes as arguments), not one per size."""
     compiler.reset()
     made: list[Any] = []
     inductor = compiler.lookup_backend("inductor")
@@ -278,11 +277,8 @@ def test_inductor_gets_concrete_sizes_per_call() -> None:
         torch.testing.assert_close(fn(x), f(x))
     assert len(made) == 2  # static (3), then symbolic
     keys = list(made[-1].compiled.cache)
-    shapes = sorted(part[2] for key in keys for part in key
-                    if isinstance(part, tuple) and len(part) > 3 and part[:1] != ("symbolic",)
-                    and isinstance(part[2], torch.Size))
-    assert shapes == [(4, 6), (5, 6)] or shapes == [(3, 6), (4, 6), (5, 6)]
-    assert not any(p[:1] == ("symbolic",) for key in keys for p in key if isinstance(p, tuple))
+    assert len(keys) == 1
+    assert any(p[:1] == ("symbolic",) for p in keys[0] if isinstance(p, tuple))
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])

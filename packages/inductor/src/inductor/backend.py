@@ -60,6 +60,10 @@ class InductorCompiler:
     graphs of identical captured graphs (`aotgrad.cache`); equal option values compare equal.
     """
 
+    #: Compiles graphs whose sizes are symbolic (aotgrad traces them once for every size):
+    #: kernels take the sizes as arguments (`inductor.dynamic`).
+    symbolic_sizes = True
+
     def __init__(self, values: Mapping[str, Any]) -> None:
         self.values = dict(values)
         self._frozen = tuple(sorted(self.values.items()))

@@ -17,14 +17,27 @@ import torch
 import torch.fx
 
 from inductor import config
+from inductor.codegen.cpp import CppKernel
 from inductor.codegen.wrapper import WrapperGen
+from inductor.dynamic import (
+    FALLBACK,
+    PerSize,
+    guard_count,
+    is_symbolic_graph,
+    scalar_inputs,
+    shape_env_of,
+    size_prologue,
+    symbols_in,
+)
 from inductor.ir.nodes import BufferView, ComputedBuffer, ExternKernel
 from inductor.ir.verify import verify
 from inductor.lowering import load_rules
 from inductor.lowering.context import LoweringContext
 from inductor.lowering.extern import aten_only_reason, aten_op_counts
+from inductor.runtime.cudagraphs import cudagraph_call, runs_on_cpu
 from inductor.scheduler.fusion import FusedGroup, Step, assign_locals, fuse, remove_dead
 from inductor.scheduler.memory import plan_memory
+from inductor.symbols import SymbolicUnsupported, hints_of, size_hints
 from inductor.targets import Kernel, Target, has_target, target_for
 
 log = logging.getLogger("inductor")
@@ -65,7 +78,8 @@ class Planned:
     namespace: dict[str, Any]
 
 
-def plan(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> Planned:
+def plan(gm: torch.fx.GraphModule, example_inputs: Sequence[object],
+         symbolic: bool = False) -> Planned:
     load_rules()
     ctx = LoweringContext(gm, example_inputs)
     ctx.run()
@@ -85,7 +99,20 @@ def plan(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> Planned:
     memory = plan_memory(steps, ctx.buffers, ctx.input_names, ctx.outputs)
     wrapper = WrapperGen(ctx.buffers, ctx.input_names, steps, generated, targets, memory,
                          ctx.outputs, ctx.constants).generate()
-    return Planned(ctx, steps, generated, targets, wrapper.source, wrapper.namespace)
+    source = wrapper.source
+    if symbolic:
+        # NOTE: sizes as arguments: bind the size symbols the wrapper and the kernels use
+        # from the inputs, and check the inputs are what the code indexes.
+        used = symbols_in(source.split("\n", 1)[1])
+        for kernel in generated.values():
+            used |= set(getattr(kernel, "sizes", ()))
+            if not isinstance(kernel, CppKernel):
+                used |= symbols_in(kernel.source)
+        scalars = scalar_inputs([ctx.env.get(n) for n in gm.graph.nodes if n.op == "placeholder"])
+        prologue = size_prologue(ctx.inputs, ctx.input_names, scalars, used)
+        head, body = source.split("\n", 1)
+        source = "\n".join([head, *(f"    {line}" for line in prologue), body])
+    return Planned(ctx, steps, generated, targets, source, wrapper.namespace)
 
 
 def _can_fuse(group: FusedGroup, node: ComputedBuffer, outer: tuple[int, ...]) -> bool:
@@ -154,6 +181,8 @@ def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> 
     reason = aten_only_reason(gm, example_inputs, has_target)
     if reason is not None:
         return _aten_only(gm, reason)
+    if is_symbolic_graph(gm, example_inputs):
+        return _compile_symbolic(gm, example_inputs)
     t0 = time.perf_counter()
     key = graph_key(gm, example_inputs)
     cached = _plans.get(key) if key is not None else None
@@ -169,11 +198,51 @@ def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> 
     code = compile(planned.wrapper_source, "<inductor wrapper>", "exec")
     exec(code, ns)  # noqa: S102 - the wrapper is source we generated
     call = ns["call"]
+    if config.options.cudagraphs:
+        call = cudagraph_call(call, gm, planned.wrapper_source, example_inputs,
+                              runs_on_cpu(planned.steps))
     compiled = CompiledGraph(call, planned.wrapper_source, kernels, planned.steps,
                              dict(planned.ctx.extern_calls),
                              {"plan": t1 - t0, "build": t2 - t1})
     if planned.ctx.extern_calls:
         log.info("extern calls: %s", dict(planned.ctx.extern_calls))
+    if output_code_log.isEnabledFor(logging.DEBUG) or config.options.debug:
+        output_code_log.log(logging.DEBUG if not config.options.debug else logging.WARNING,
+                            "%s", compiled.output_code())
+    return compiled
+
+
+def _compile_symbolic(gm: torch.fx.GraphModule,
+                      example_inputs: Sequence[object]) -> CompiledGraph:
+    """A graph traced for symbolic sizes: kernels that take the sizes as arguments, one
+    compiled graph for every size its guards admit; else (a lowering or a choice that
+    needs concrete sizes) compiled for each call's concrete sizes (`PerSize`)."""
+    per_size = PerSize(gm, compile_aten)
+    env = shape_env_of(example_inputs)
+    before = guard_count(env)
+    t0 = time.perf_counter()
+    values: list[object] = list(example_inputs)
+    values += [n.meta.get("example_value") for n in gm.graph.nodes]
+    try:
+        with size_hints(hints_of(values)):
+            planned = plan(gm, example_inputs, symbolic=True)
+        if guard_count(env) != before:
+            raise SymbolicUnsupported("compiling specialized a symbolic size")
+    except Exception as error:  # compiled per size instead, never wrong
+        log.info("inductor: symbolic sizes not compiled (%s: %s); compiling for the sizes "
+                 "of each call", type(error).__name__, error,
+                 exc_info=log.isEnabledFor(logging.DEBUG))
+        return CompiledGraph(per_size, "# compiled for the sizes of each call", [], [], {})
+    t1 = time.perf_counter()
+    functions = load_planned(planned)
+    t2 = time.perf_counter()
+    ns = dict(planned.namespace)
+    ns.update(functions)
+    ns[FALLBACK] = per_size
+    exec(compile(planned.wrapper_source, "<inductor wrapper>", "exec"), ns)  # noqa: S102
+    compiled = CompiledGraph(ns["call"], planned.wrapper_source,
+                             list(planned.kernels.values()), planned.steps,
+                             dict(planned.ctx.extern_calls), {"plan": t1 - t0, "build": t2 - t1})
     if output_code_log.isEnabledFor(logging.DEBUG) or config.options.debug:
         output_code_log.log(logging.DEBUG if not config.options.debug else logging.WARNING,
                             "%s", compiled.output_code())

@@ -68,12 +68,15 @@ def index_symbol(name: str) -> sympy.Symbol:
 
 
 def bounds(expr: Expr, ranges: Mapping[sympy.Symbol, int]) -> tuple[int, int] | None:
-    """Inclusive integer bounds of `expr`, or None when unknown."""
+    """Inclusive integer bounds of `expr`, or None when unknown (a loop over a symbolic
+    size: its bound holds for one size only, so it is never used)."""
     if expr.is_Integer:
         return int(expr), int(expr)
     if isinstance(expr, sympy.Symbol):
         size = ranges.get(expr)
-        return None if size is None else (0, max(size - 1, 0))
+        if size is None or not is_static(size):
+            return None
+        return 0, max(int(size) - 1, 0)
     if isinstance(expr, sympy.Add):
         lo = hi = 0
         for term in expr.args:
@@ -289,3 +292,9 @@ def cexpr(expr: Expr) -> str:
 def _cfactor(expr: Expr) -> str:
     s = cexpr(expr)
     return s if isinstance(expr, (sympy.Symbol, sympy.Integer)) else f"({s})"
+
+
+def is_static(size: object) -> bool:
+    """Whether a size is a number (an int or a sympy integer), not an expression over the
+    graph's size symbols."""
+    return isinstance(size, int) or (isinstance(size, sympy.Expr) and bool(size.is_Integer))

@@ -24,6 +24,7 @@ import torch
 from inductor.ir.loop_body import LoopOp
 from inductor.ir.ops import Ref
 from inductor.scheduler.fusion import inner_symbol
+from inductor.sizevars import is_static
 
 LANES = 64
 # NOTE: reductions over at most this many elements keep their one-pass loops (rows a
@@ -42,7 +43,9 @@ def cascade_mode(inner: Sequence[int]) -> str | None:
 
     NOTE: a long sum along a strided dim gets lanes too (ATen splits such a row over four
     interleaved accumulators); a short one keeps its in-order loop, equal to ATen's."""
-    if not inner or math.prod(inner) <= CASCADE_MIN:
+    if not inner or not all(is_static(s) for s in inner) or math.prod(inner) <= CASCADE_MIN:
+        # NOTE: a symbolic size keeps the plain (simd) loop: a cascade's blocks and tail
+        # are laid out for a known size.
         return None
     return "lanes" if inner[-1] >= LANES else "rows"
 
@@ -136,7 +139,7 @@ def column_cascade(w: Writer, reds: Sequence[tuple[object, int, LoopOp, object]]
     """Column reductions (each of `block` outer points sums along the reduction loops):
     declares upper cascade levels for each long float sum of `reds`; returns their
     positions (the level-0 accumulators `acc<i>` stay the caller's)."""
-    if math.prod(inner) <= CASCADE_MIN:
+    if not all(is_static(s) for s in inner) or math.prod(inner) <= CASCADE_MIN:
         return []
     out: list[int] = []
     for i, (_, _, red, _) in enumerate(reds):

@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
@@ -45,7 +47,8 @@ from inductor.scheduler.fusion import (
     split_node,
 )
 from inductor.scheduler.fusion import substitute as _sub
-from inductor.sizevars import Clamp, cexpr
+from inductor.sizevars import Clamp, cexpr, is_static
+from inductor.symbols import size_hint
 
 CTYPE = {
     torch.float32: "float",
@@ -128,6 +131,7 @@ class CppKernel:
     source: str
     params: tuple[str, ...]  # buffer names, in call order (`ERR_PARAM` last if checks)
     checks: tuple[KernelCheck, ...] = ()  # what the kernel checks at run time, from 1
+    sizes: tuple[str, ...] = ()  # the size symbols among `params` (int64 arguments)
 
 
 class _Writer:
@@ -148,6 +152,7 @@ class _Writer:
         self.line("}")
 
 
+_SIZE_SYMBOL = re.compile(r"\b(s[0-9]+)\b")  # NOTE: capture's size symbols (`inductor.symbols`)
 _SIMD_REDUCTION = {"sum": "+", "prod": "*", "max": "max", "min": "min", "any": "||",
                    "all": "&&"}
 
@@ -193,6 +198,7 @@ class KernelGen:
         self.checks: list[KernelCheck] = []  # run-time checks, numbered from 1 (ir/checks.py)
         # NOTE: per node, ops emitted before the innermost loop (`_hoist_indirect`)
         self._pre_hoisted: dict[str, set[int]] = {}
+        self._par_if = ""  # NOTE: an OpenMP `if` clause for loops over symbolic sizes
         writes = group.writes()
         for n in group.nodes:
             assert n.body is not None
@@ -350,7 +356,8 @@ class KernelGen:
             pragma = None
             vector = last and self.simd and not in_order
             if j == 0 and parallel_reduction and clause is not None:
-                pragma = "#pragma omp parallel for" + (" simd" if vector else "")
+                pragma = "#pragma omp parallel for" + self._par_if + (
+                    " simd" if vector else "")
                 pragma += clause or ""
             elif vector and clause is not None:
                 pragma = "#pragma omp simd" + (clause or "")
@@ -513,6 +520,17 @@ class KernelGen:
             assert op.dtype is not None
             w.line(f"{ctype(op.dtype)} tmp{i} = {self._expr(op, subs)};")
 
+    def _parallel(self, work: object) -> bool:
+        """Whether the loops run in parallel for `work` elements; for a symbolic amount,
+        they may, and `_par_if` (an OpenMP `if` clause) decides at run time."""
+        self._par_if = ""
+        if is_static(work):
+            return self.threads > 1 and int(work) >= self.parallel_threshold  # type: ignore[call-overload]
+        if self.threads <= 1:
+            return False
+        self._par_if = f" if({cexpr(work)} >= {self.parallel_threshold})"
+        return True
+
     # -- the kernel --------------------------------------------------------------------------
     def generate(self) -> CppKernel:
         g = self.group
@@ -532,6 +550,12 @@ class KernelGen:
         w.level -= 1
         w.line("}")
         names = list(self.param_order)
+        # NOTE: sizes as arguments: the size symbols (`inductor.symbols`) the kernel's loop
+        # bounds and index arithmetic use, passed by the wrapper from the inputs' sizes.
+        sizes = sorted({m for line in w.lines for m in _SIZE_SYMBOL.findall(line)},
+                       key=lambda name: int(name[1:]))
+        params += [f"const int64_t {s}" for s in sizes]
+        names += sizes
         if self.checks:
             params.append(f"int64_t* __restrict__ {ERR_ARG}")
             names.append(ERR_PARAM)
@@ -542,7 +566,7 @@ class KernelGen:
         digest = hashlib.sha256(text.encode()).hexdigest()[:16]
         name = f"kernel_{digest}"
         return CppKernel(name, text.replace("KERNEL_NAME", name), tuple(names),
-                         tuple(self.checks))
+                         tuple(self.checks), tuple(sizes))
 
     def _rows(self, w: _Writer) -> None:
         g = self.group
@@ -550,17 +574,15 @@ class KernelGen:
             (n.body is not None and not n.body.is_reduction
              and not (split_node(n.body, g.outer) or _EMPTY).inner_ranges)
             for n in g.nodes)
-        outer_numel = math.prod(g.outer)
-        inner_numel = max((_inner_numel(n, g.outer) for n in g.nodes), default=1)
-        work = outer_numel * inner_numel
-        parallel = self.threads > 1 and work >= self.parallel_threshold
+        inner = max((_inner_ranges(n, g.outer) for n in g.nodes), key=_hint_prod, default=())
+        parallel = self._parallel(math.prod((*g.outer, *inner)))
         k = g.k
         par_loops = 0
         if parallel and k > 0:
             limit = k - 1 if (pure and k > 1) else k
             prod = 1
             while par_loops < limit:
-                prod *= g.outer[par_loops]
+                prod *= size_hint(g.outer[par_loops])
                 par_loops += 1
                 if prod >= 8 * self.threads:
                     break
@@ -577,7 +599,7 @@ class KernelGen:
                 last = j == k - 1
                 pragma = ""
                 if j == 0 and par_loops:
-                    pragma = "#pragma omp parallel for"
+                    pragma = "#pragma omp parallel for" + self._par_if
                     if par_loops > 1:
                         pragma += f" collapse({par_loops})"
                     if pure and last and self.simd:
@@ -624,6 +646,8 @@ class KernelGen:
             return []
         sym = outer_symbol(g.k - 1)
         size = g.outer[-1]
+        if not is_static(size):
+            return []  # NOTE: pieces are cut at known positions
         cuts: set[int] = set()
         for idx in self._group_indices():
             for c in idx.atoms(Clamp):
@@ -724,7 +748,7 @@ class KernelGen:
     # -- transposes: tile the two innermost loops -----------------------------------------
     def _transpose_tile(self, pure: bool) -> bool:
         g = self.group
-        if not pure or len(g.nodes) != 1 or g.k < 2 or min(g.outer[-2:]) < 16:
+        if not pure or len(g.nodes) != 1 or g.k < 2 or min(map(size_hint, g.outer[-2:])) < 16:
             return False
         body = g.nodes[0].body
         assert body is not None
@@ -744,7 +768,7 @@ class KernelGen:
         a, b = outer_symbol(k - 2), outer_symbol(k - 1)
         na, nb = g.outer[-2], g.outer[-1]
         if parallel:
-            w.line(f"#pragma omp parallel for collapse({k})")
+            w.line(f"#pragma omp parallel for collapse({k}){self._par_if}")
         for j, size in enumerate(g.outer[:-2]):
             sym = outer_symbol(j)
             w.open(f"for (int64_t {sym} = 0; {sym} < {size}; ++{sym})")
@@ -758,7 +782,7 @@ class KernelGen:
     # -- column reductions: reduce along a strided dim, vectorize across the outer dim ---
     def _column_ok(self) -> bool:
         g = self.group
-        if g.k == 0 or g.outer[-1] < 8 or not self.simd:
+        if g.k == 0 or size_hint(g.outer[-1]) < 8 or not self.simd:
             return False
         writes = g.writes()
         reduce_ranges = None
@@ -796,16 +820,17 @@ class KernelGen:
         block = 64
         sp0 = split_node(g.nodes[0].body, g.outer)  # type: ignore[arg-type]
         assert sp0 is not None
-        work = math.prod(g.outer) * math.prod(sp0.inner_ranges)
-        parallel = self.threads > 1 and work >= self.parallel_threshold
-        lead = math.prod(g.outer[:-1])
+        # NOTE: decisions that need a number read the example's sizes (`size_hint`)
+        parallel = self._parallel(math.prod((*g.outer, *sp0.inner_ranges)))
+        lead = _hint_prod(g.outer[:-1])
         for j, size in enumerate(g.outer[:-1]):
             if j == 0 and parallel and lead >= 2:
-                w.line("#pragma omp parallel for" + (f" collapse({k - 1})" if k > 2 else ""))
+                w.line("#pragma omp parallel for" + (f" collapse({k - 1})" if k > 2 else "")
+                       + self._par_if)
             sym = outer_symbol(j)
             w.open(f"for (int64_t {sym} = 0; {sym} < {size}; ++{sym})")
         if parallel and lead < 2:
-            w.line("#pragma omp parallel for")
+            w.line("#pragma omp parallel for" + self._par_if)
         w.open(f"for (int64_t xb = 0; xb < {n_last}; xb += {block})")
         w.line(f"const int64_t xe = std::min<int64_t>(xb + {block}, {n_last});")
         x = outer_symbol(k - 1)
@@ -880,14 +905,18 @@ class _Empty:
 _EMPTY = _Empty()
 
 
+def _hint_prod(sizes: Sequence[object]) -> int:
+    """The product of the sizes' hints (the example's values; for heuristics only)."""
+    return math.prod(size_hint(s) for s in sizes)
+
+
 def _compute(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
-def _inner_numel(n: ComputedBuffer, outer: tuple[int, ...]) -> int:
-    assert n.body is not None
-    sp = split_node(n.body, outer)
-    return math.prod(sp.inner_ranges) if sp is not None else 1
+def _inner_ranges(n: ComputedBuffer, outer: tuple[int, ...]) -> tuple[int, ...]:
+    sp = split_node(n.body, outer) if n.body is not None else None
+    return tuple(sp.inner_ranges) if sp is not None else ()
 
 
 def _strided_float_reduction(body: LoopBody, red: LoopOp,

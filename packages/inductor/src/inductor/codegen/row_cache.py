@@ -16,6 +16,7 @@ from inductor.ir.nodes import ComputedBuffer
 from inductor.ir.ops import Ref
 from inductor.scheduler.fusion import FusedGroup, inner_symbol, split_node
 from inductor.scheduler.fusion import substitute as _sub
+from inductor.sizevars import is_static
 
 
 class RowCache:
@@ -76,7 +77,8 @@ class RowCache:
                 continue
             inner = split_node(n.body, self.group.outer)
             assert inner is not None
-            if inner.inner_ranges[0] > _ROW_CACHE_MAX or inner.inner_ranges[0] < 1:
+            if (not is_static(inner.inner_ranges[0])  # NOTE: a stack array: a known size
+                    or inner.inner_ranges[0] > _ROW_CACHE_MAX or inner.inner_ranges[0] < 1):
                 continue
             v = red.args[1]
             key = keys[v.id]

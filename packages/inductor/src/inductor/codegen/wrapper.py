@@ -11,14 +11,16 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 import torch
 
 from inductor.codegen.cpp import CppKernel
-from inductor.ir.checks import ErrorSlots, new_error_slots, raise_kernel_error
+from inductor.ir.checks import ERR_PARAM, ErrorSlots, new_error_slots, raise_kernel_error
 from inductor.ir.layout import Layout
 from inductor.ir.nodes import Buffer, BufferView, ExternKernel
 from inductor.scheduler.fusion import FusedGroup, Step
 from inductor.scheduler.memory import Allocation, MemoryPlan
+from inductor.symbols import pyexpr, pysizes
 from inductor.targets import Kernel, Target
 
 
@@ -83,6 +85,17 @@ def _permutation(view: Layout, base: Layout) -> list[int] | None:
     return order
 
 
+def _cpp_launch(kernel: CppKernel, checks: str) -> list[str]:
+    """The call of a C++ kernel that takes sizes: data pointers, the size symbols' values
+    (bound at the top of the wrapper) and the error slots."""
+    args = ", ".join("err" if p == ERR_PARAM else p if p in kernel.sizes else f"{p}.data_ptr()"
+                     for p in kernel.params)
+    lines = [f"{kernel.name}({args})"]
+    if kernel.checks:
+        lines.append(f"if err[0]: raise_kernel_error(err, {checks})")
+    return lines
+
+
 @dataclass
 class WrapperCode:
     source: str
@@ -96,8 +109,12 @@ class WrapperGen:
     def __init__(self, buffers: dict[str, Buffer], input_names: list[str], steps: list[Step],
                  kernels: dict[int, Kernel], targets: dict[int, Target],
                  memory: MemoryPlan, outputs: list[object],
-                 constants: dict[str, torch.Tensor]) -> None:
+                 constants: dict[str, torch.Tensor], prologue: list[str] | None = None,
+                 ) -> None:
         self.buffers = buffers
+        # NOTE: lines run first (a graph with symbolic sizes binds its size symbols from
+        # the inputs and checks them, `inductor.dynamic`)
+        self.prologue = list(prologue or [])
         self.targets = targets
         self.memory = memory
         self.cpp_names = {k.name for k in kernels.values() if isinstance(k, CppKernel)}
@@ -127,6 +144,8 @@ class WrapperGen:
             return repr(value)
         if isinstance(value, torch.dtype):
             return str(value)
+        if isinstance(value, sympy.Expr):
+            return pyexpr(value)  # NOTE: a size expression over the size symbols
         name = f"c{self._const_count}"
         self._const_count += 1
         self.ns[name] = value
@@ -144,8 +163,10 @@ class WrapperGen:
             return f"{name}.t()" if order == [1, 0] else f"{name}.permute({order!r})"
         if name in self.allocated:
             # NOTE: allocated here by empty_strided: storage offset 0.
-            return f"{name}.as_strided({lay.size!r}, {lay.stride!r}, {lay.offset})"
-        return f"reinterpret({name}, {lay.size!r}, {lay.stride!r}, {lay.offset})"
+            return (f"{name}.as_strided({pysizes(lay.size)}, {pysizes(lay.stride)}, "
+                    f"{pyexpr(lay.offset)})")
+        return (f"reinterpret({name}, {pysizes(lay.size)}, {pysizes(lay.stride)}, "
+                f"{pyexpr(lay.offset)})")
 
     def arg(self, value: object) -> str:
         if isinstance(value, BufferView):
@@ -184,6 +205,8 @@ class WrapperGen:
         emit = self.lines.append
         params = ", ".join(self.input_names)
         emit(f"def call({params}):")
+        for line in self.prologue:
+            emit(f"    {line}")
         if any(k.checks and k.name in self.cpp_names for k in self.kernels.values()):
             emit("    err = ErrorSlots()")
         for pos, step in enumerate(self.steps):
@@ -193,7 +216,10 @@ class WrapperGen:
                 for a in mem.allocate:
                     self._allocate(a)
                 checks = self.constant(kernel.checks) if kernel.checks else ""
-                for line in self.targets[pos].launch(kernel, checks):
+                launch = (_cpp_launch(kernel, checks)
+                          if isinstance(kernel, CppKernel) and kernel.sizes
+                          else self.targets[pos].launch(kernel, checks))
+                for line in launch:
                     emit(f"    {line}")
                 self.ns[kernel.name] = None  # filled by the caller with the loaded kernel
             else:
@@ -212,7 +238,8 @@ class WrapperGen:
         dtype = self.constant(lay.dtype)
         device = "" if lay.device.type == "cpu" else f", device={self.constant(lay.device)}"
         self.lines.append(
-            f"    {a.name} = empty_strided({lay.size!r}, {lay.stride!r}, dtype={dtype}"
+            f"    {a.name} = empty_strided({pysizes(lay.size)}, {pysizes(lay.stride)}, "
+            f"dtype={dtype}"
             f"{device})")
 
     def _extern(self, step: ExternKernel) -> None:
@@ -236,9 +263,9 @@ class WrapperGen:
             # kernels index them with the strides promised here.
             strict = o.name in self.strided_reads
             if strict or o.name in self.returned:
-                size, stride = o.layout.size, o.layout.stride
+                size, stride = pysizes(o.layout.size), pysizes(o.layout.stride)
                 self.lines.append(
-                    f"    if {o.name}.stride() != {stride!r} or {o.name}.shape != {size!r}: "
-                    f"{o.name} = match_layout({o.name}, {size!r}, {stride!r}, "
+                    f"    if {o.name}.stride() != {stride} or {o.name}.shape != {size}: "
+                    f"{o.name} = match_layout({o.name}, {size}, {stride}, "
                     f"{str(step.op)!r}{'' if strict else ', False'})")
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 import torch
 
-from inductor.sizevars import Expr
+from inductor.sizevars import Expr, is_static
+from inductor.symbols import size_hint, sym_expr, sym_sizes
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,13 +28,12 @@ class Layout:
 
     @staticmethod
     def of(t: torch.Tensor) -> Layout:
-        return Layout(
-            tuple(int(s) for s in t.shape),
-            tuple(int(s) for s in t.stride()),
-            int(t.storage_offset()),
-            t.dtype,
-            t.device,
-        )
+        # NOTE: sizes of a graph traced for symbolic sizes are expressions over its size
+        # symbols (`inductor.symbols`), read without guarding on them.
+        offset = sym_expr(t.storage_offset())
+        return Layout(sym_sizes(t.shape), sym_sizes(t.stride()),
+                      offset,  # NOTE: an int or an expression
+                      t.dtype, t.device)
 
     def index(self, idx: Sequence[Expr]) -> Expr:
         expr: Expr = sympy.Integer(self.offset)
@@ -64,8 +64,11 @@ class Layout:
         """Non-overlapping and dense (a permutation of a contiguous layout)."""
         if any(s == 0 for s in self.size):
             return True
+        # NOTE: ordered by the example's values; the chain checked below holds for every
+        # size when it holds for the expressions.
         dims = sorted(
-            (st, sz) for st, sz in zip(self.stride, self.size) if sz != 1
+            ((st, sz) for st, sz in zip(self.stride, self.size) if sz != 1),
+            key=lambda d: (size_hint(d[0]), size_hint(d[1])),
         )
         expected = 1
         for st, sz in dims:
@@ -80,5 +83,5 @@ def contiguous_strides(size: Sequence[int]) -> tuple[int, ...]:
     acc = 1
     for s in reversed(list(size)):
         strides.append(acc)
-        acc *= max(s, 1)
+        acc *= max(s, 1) if is_static(s) else s  # NOTE: a size symbol is >= 2
     return tuple(reversed(strides))

@@ -11,6 +11,7 @@ import torch
 from inductor.ir.nodes import BufferView, Pointwise
 from inductor.ir.ops import Ref, compute_dtype, ops
 from inductor.sizevars import Expr
+from inductor.symbols import sym_sizes
 
 if TYPE_CHECKING:
     from inductor.lowering.context import LoweringContext
@@ -34,7 +35,7 @@ def out_meta(ctx: LoweringContext, item: int | None = None) -> torch.Tensor:
 
 
 def out_size(ctx: LoweringContext) -> tuple[int, ...]:
-    return tuple(int(s) for s in out_meta(ctx).shape)
+    return sym_sizes(out_meta(ctx).shape)
 
 
 def broadcast_index(
@@ -105,7 +106,7 @@ def make_pointwise(
     output dtype); the result is cast to the output dtype."""
     if size is None or dtype is None:
         meta = out_meta(ctx)
-        size = tuple(int(s) for s in meta.shape) if size is None else size
+        size = sym_sizes(meta.shape) if size is None else size
         dtype = meta.dtype if dtype is None else dtype
         device = meta.device
     else:

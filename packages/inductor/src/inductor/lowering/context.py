@@ -30,6 +30,7 @@ from inductor.ir.nodes import (
 from inductor.ir.ops import ops
 from inductor.lowering.registry import find_lowering
 from inductor.sizevars import Expr
+from inductor.symbols import sym_expr, sym_sizes
 
 log = logging.getLogger("inductor.lowering")
 
@@ -78,7 +79,7 @@ class LoweringContext:
     def node_layout(self, value: Any, size: Sequence[int], dtype: torch.dtype,
                     device: torch.device) -> Layout:
         """Eager's strides when the current FX node's value has this size, else contiguous."""
-        if isinstance(value, torch.Tensor) and tuple(value.shape) == tuple(size):
+        if isinstance(value, torch.Tensor) and sym_sizes(value.shape) == tuple(size):
             layout = Layout.of(value)
             if layout.is_dense():
                 return Layout(layout.size, layout.stride, 0, dtype, device)
@@ -185,7 +186,7 @@ class LoweringContext:
                 else:
                     self.inputs.append(None)
                     self.input_names.append(f"arg{placeholder_index - 1}")
-                    self.env[node] = ex
+                    self.env[node] = sym_expr(ex)  # NOTE: a SymInt: its size expression
             elif node.op == "get_attr":
                 t = getattr(self.gm, str(node.target))
                 if isinstance(t, torch.Tensor):
@@ -215,6 +216,11 @@ class LoweringContext:
         kwargs: Any = torch.fx.node.map_arg(node.kwargs, lambda n: self.env[n])
         if node.target is operator.getitem:
             return args[0][args[1]]
+        ev = example_value(node)
+        if isinstance(ev, torch.SymInt):
+            # NOTE: size arithmetic (sym_size, s0 * 4, ...): the value is its expression
+            # over the size symbols, which the wrapper evaluates.
+            return sym_expr(ev)
         fn = find_lowering(node.target)
         if fn is not None and not _supported_dtypes(node):
             fn = None

@@ -19,6 +19,7 @@ from inductor.lowering.common import broadcast_index, normalize_dim, out_meta
 from inductor.lowering.context import LoweringContext
 from inductor.lowering.registry import lowering
 from inductor.sizevars import Expr
+from inductor.symbols import sym_sizes
 
 aten = torch.ops.aten
 
@@ -63,7 +64,7 @@ def _index(ctx: LoweringContext, x: TensorValue, indices: Sequence[Any]) -> Any:
                 full.append(ops.indirect(v, src.size[d], check))
         return src.load(full)
 
-    return Pointwise(tuple(int(s) for s in meta.shape), x.dtype, x.device, inner)
+    return Pointwise(sym_sizes(meta.shape), x.dtype, x.device, inner)
 
 
 @lowering(aten.index_select.default)
@@ -87,7 +88,7 @@ def _index_select(ctx: LoweringContext, x: TensorValue, dim: int, index: TensorV
             full[dim] = ops.indirect(i, src.size[dim], check, wrap=False)
         return src.load(full)
 
-    return Pointwise(tuple(int(s) for s in meta.shape), x.dtype, x.device, inner)
+    return Pointwise(sym_sizes(meta.shape), x.dtype, x.device, inner)
 
 
 @lowering(aten.embedding.default)
@@ -103,7 +104,7 @@ def _embedding(ctx: LoweringContext, weight: TensorValue, indices: TensorValue,
         row = ops.indirect(i, weight.size[0], OUT_OF_RANGE, wrap=False)
         return weight.load([row, idx[ni]])
 
-    return Pointwise(tuple(int(s) for s in meta.shape), weight.dtype, weight.device, inner)
+    return Pointwise(sym_sizes(meta.shape), weight.dtype, weight.device, inner)
 
 
 @lowering(aten.gather.default)
@@ -126,4 +127,4 @@ def _gather(ctx: LoweringContext, x: TensorValue, dim: int, index: TensorValue,
             full = [sympy.Integer(0)] * 0
         return src.load(full)
 
-    return Pointwise(tuple(int(s) for s in meta.shape), x.dtype, x.device, inner)
+    return Pointwise(sym_sizes(meta.shape), x.dtype, x.device, inner)

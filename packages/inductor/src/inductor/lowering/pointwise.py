@@ -14,6 +14,7 @@ from inductor.lowering.common import is_tensor, make_pointwise, out_meta, promot
 from inductor.lowering.context import LoweringContext
 from inductor.lowering.registry import lowering
 from inductor.sizevars import Expr
+from inductor.symbols import sym_expr, sym_sizes
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -247,7 +248,7 @@ def _float_predicate(ctx: LoweringContext, a: Any) -> Pointwise:
           prims.where.default)
 def _where(ctx: LoweringContext, cond: Any, a: Any, b: Any) -> Pointwise:
     dtype = out_meta(ctx).dtype
-    size = tuple(int(s) for s in out_meta(ctx).shape)
+    size = sym_sizes(out_meta(ctx).shape)
     from inductor.lowering.common import loader
 
     lc = loader(cond, size, torch.bool)
@@ -349,7 +350,7 @@ def _conj_of_real(ctx: LoweringContext, x: Any) -> Any:
 def _filled(ctx: LoweringContext, value: Any) -> Pointwise:
     meta = out_meta(ctx)
     dtype = meta.dtype
-    size = tuple(int(s) for s in meta.shape)
+    size = sym_sizes(meta.shape)
 
     def inner(idx: Sequence[Expr]) -> Ref:
         return ops.constant(value, dtype)
@@ -414,7 +415,7 @@ def _arange(ctx: LoweringContext, *args: Any, **kwargs: Any) -> Any:
     def inner(idx: Sequence[Expr]) -> Ref:
         return ops.to_dtype(ops.index_expr(idx[0] * step + start, torch.int64), dtype)
 
-    return Pointwise((int(meta.shape[0]),), dtype, meta.device, inner)
+    return Pointwise((sym_expr(meta.shape[0]),), dtype, meta.device, inner)
 
 
 @lowering(prims.iota.default)

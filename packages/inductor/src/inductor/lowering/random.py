@@ -20,6 +20,7 @@ from inductor.lowering.common import out_meta
 from inductor.lowering.context import LoweringContext
 from inductor.lowering.registry import lowering
 from inductor.sizevars import Expr
+from inductor.symbols import sym_sizes
 
 aten = torch.ops.aten
 _STREAM_SHIFT = 40
@@ -64,7 +65,7 @@ def _meta_random(ctx: LoweringContext, normal: bool) -> Any:
     meta = out_meta(ctx)
     if not meta.dtype.is_floating_point:
         return NotImplemented
-    return _random(ctx, tuple(int(s) for s in meta.shape), meta.dtype, normal, meta.device)
+    return _random(ctx, sym_sizes(meta.shape), meta.dtype, normal, meta.device)
 
 
 @lowering(aten.rand.default, aten.rand_like.default)
@@ -88,7 +89,7 @@ def _bernoulli(ctx: LoweringContext, x: TensorValue, p: Any = None, **kwargs: An
     meta = out_meta(ctx)
     if not meta.dtype.is_floating_point:
         return NotImplemented
-    size = tuple(int(s) for s in meta.shape)
+    size = sym_sizes(meta.shape)
     u = _random(ctx, size, torch.float32, False, meta.device)
     prob: Any = x if p is None else p
 

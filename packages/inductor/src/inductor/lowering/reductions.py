@@ -21,6 +21,7 @@ from inductor.lowering.common import normalize_dims, out_meta
 from inductor.lowering.context import LoweringContext
 from inductor.lowering.registry import lowering
 from inductor.sizevars import Expr
+from inductor.symbols import sym_sizes
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -93,7 +94,7 @@ def reduce(
 
 def _node_layout(ctx: LoweringContext, item: int | None = None) -> Layout:
     meta = out_meta(ctx, item)
-    return ctx.node_layout(meta, tuple(int(s) for s in meta.shape), meta.dtype, meta.device)
+    return ctx.node_layout(meta, sym_sizes(meta.shape), meta.dtype, meta.device)
 
 
 @lowering(prims.sum.default)
@@ -282,9 +283,9 @@ def _var_mean(ctx: LoweringContext, x: TensorValue, dims: Any = None, *,
         return NotImplemented
     var, mean = _var(ctx, x, dims, correction, keepdim, _node_layout(ctx, 0))
     meta = out_meta(ctx, 1)
-    if tuple(meta.shape) != mean.size:
+    if sym_sizes(meta.shape) != mean.size:
         from inductor.lowering.views import apply_view, reshape_map
 
-        return var, apply_view(mean, tuple(int(s) for s in meta.shape),
-                               reshape_map(mean.size, tuple(int(s) for s in meta.shape)))
+        return var, apply_view(mean, sym_sizes(meta.shape),
+                               reshape_map(mean.size, sym_sizes(meta.shape)))
     return var, mean

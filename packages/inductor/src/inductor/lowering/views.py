@@ -26,6 +26,7 @@ from inductor.sizevars import (
     linear_coefficients,
     simplify_index,
 )
+from inductor.symbols import sym_sizes
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -34,7 +35,7 @@ IndexMap = Callable[[Sequence[Expr]], list[Expr]]
 
 
 def apply_view(x: TensorValue, new_size: Sequence[int], mapping: IndexMap) -> TensorValue:
-    new_size = tuple(int(s) for s in new_size)
+    new_size = sym_sizes(new_size)
     if isinstance(x, BufferView):
         syms: list[sympy.Symbol] = []
         idx: list[Expr] = []
@@ -216,7 +217,7 @@ def _as_strided(ctx: LoweringContext, x: TensorValue, size: Sequence[int],
     off = x.layout.offset if storage_offset is None else int(storage_offset)
     if not (base.is_contiguous() or storage_offset is None):
         return NotImplemented
-    lay = Layout(tuple(int(s) for s in size), tuple(int(s) for s in stride), off,
+    lay = Layout(sym_sizes(size), sym_sizes(stride), off,
                  x.dtype, x.device)
     return BufferView(x.buffer, lay)
 

@@ -284,8 +284,10 @@ def _from_index(kernel: CppKernel) -> Any | None:
         return None
 
 
-def _prepare(fn: Any, nargs: int) -> Any:
-    fn.argtypes = [ctypes.c_void_p] * nargs
+def _prepare(fn: Any, kernel: CppKernel) -> Any:
+    """Argument types: data pointers, and int64 sizes for the size symbols it takes."""
+    fn.argtypes = [ctypes.c_int64 if p in kernel.sizes else ctypes.c_void_p
+                   for p in kernel.params]
     fn.restype = None
     return fn
 
@@ -303,7 +305,7 @@ def load_kernels(kernels: Sequence[CppKernel]) -> dict[str, Any]:
         if fn is None:
             fn = _from_index(k)
             if fn is not None:
-                fn = _prepare(fn, len(k.params))
+                fn = _prepare(fn, k)
                 _functions[k.name] = fn
         if fn is None:
             missing.append(k)
@@ -322,7 +324,7 @@ def load_kernels(kernels: Sequence[CppKernel]) -> dict[str, Any]:
                 libs = list(pool.map(build_library, chunks))
         for chunk, lib in zip(chunks, libs):
             for k in chunk:
-                fn = _prepare(getattr(lib, k.name), len(k.params))
+                fn = _prepare(getattr(lib, k.name), k)
                 _functions[k.name] = fn
                 result[k.name] = fn
     return result

@@ -16,7 +16,8 @@ import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 from inductor.ir.layout import Layout
 from inductor.ir.loop_body import LoopBody
 from inductor.ir.nodes import Buffer, ComputedBuffer, ExternKernel
-from inductor.sizevars import Expr, index_symbol
+from inductor.sizevars import Expr, index_symbol, is_static
+from inductor.symbols import size_hint
 
 MAX_GROUP_NODES = 48
 SMALL_SCALAR_NUMEL = 4096
@@ -51,7 +52,9 @@ def refine(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...] | None:
     """The coarsest loop sizes that both `a` and `b` (same product) are groupings of."""
     if _numel(a) != _numel(b):
         return None
-    bounds = sorted(set(_cumprods(a)) | set(_cumprods(b)))
+    # NOTE: symbolic sizes are ordered by their hints; the divisibility checked below holds
+    # for every size when it holds for the expressions.
+    bounds = sorted(set(_cumprods(a)) | set(_cumprods(b)), key=size_hint)
     dims: list[int] = []
     prev = 1
     for bd in bounds:
@@ -72,7 +75,7 @@ def _prefix_len(ranges: Sequence[int], numel: int) -> int | None:
         acc *= s
         if acc == numel:
             return k + 1
-        if acc > numel:
+        if size_hint(acc) > size_hint(numel):
             return None
     return None
 
@@ -95,9 +98,12 @@ def split_node(body: LoopBody, outer: Sequence[int]) -> Split | None:
         return None
     subs: dict[sympy.Symbol, Expr] = {}
     j = 0
+    last = {bound: i for i, bound in enumerate(outer_bounds)}
+    static = all(is_static(s) for s in outer)
     for v, b in zip(body.index_vars[:k], node_bounds):
         covered: list[int] = []
-        while j < len(outer) and outer_bounds[j] <= b:
+        # NOTE: a symbolic bound covers the outer loops up to its (last) position
+        while j < len(outer) and (outer_bounds[j] <= b if static else j <= last[b]):
             covered.append(j)
             j += 1
         expr: Expr = sympy.Integer(0)
@@ -163,8 +169,11 @@ def _canonical(body: LoopBody, outer: Sequence[int]) -> tuple[
 
 
 def _common_boundary(a: Sequence[int], b: Sequence[int]) -> int:
-    common = set(_cumprods(a)) & set(_cumprods(b))
-    return max(common, default=1)
+    prods = _cumprods(a)
+    position = {p: i for i, p in enumerate(prods)}
+    common = set(prods) & set(_cumprods(b))
+    # NOTE: the latest along `a` (the largest, for symbolic sizes too)
+    return max(common, key=position.__getitem__, default=1)
 
 
 def _possible_outer(group: FusedGroup, body: LoopBody) -> tuple[int, ...] | None:
@@ -195,9 +204,10 @@ def _possible_outer(group: FusedGroup, body: LoopBody) -> tuple[int, ...] | None
     if new is None:
         return None
     if not new:
-        if not body.is_reduction and _numel(body.index_ranges) > SMALL_SCALAR_NUMEL:
+        if not body.is_reduction and size_hint(_numel(body.index_ranges)) > SMALL_SCALAR_NUMEL:
             return None
-        if any(not _body(n).is_reduction and _numel(_body(n).index_ranges) > SMALL_SCALAR_NUMEL
+        if any(not _body(n).is_reduction
+               and size_hint(_numel(_body(n).index_ranges)) > SMALL_SCALAR_NUMEL
                for n in group.nodes):
             return None
     return new
