@@ -199,3 +199,59 @@ def test_a_random_op_in_a_region_is_saved_and_gradients_match_eager():
     got = step(compiled, x, w)
     for a, b in zip(got[:3], want[:3]):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+class Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(64)
+        self.up = torch.nn.Linear(64, 256)
+        self.down = torch.nn.Linear(256, 64)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
+
+
+class Stack(torch.nn.Module):
+    def __init__(self, checkpointed: bool) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(Block() for _ in range(3))
+        self.checkpointed = checkpointed
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            if self.checkpointed:
+                x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)
+            else:
+                x = block(x)
+        return x.pow(2).mean()
+
+
+def module_step(fn: Callable[[torch.Tensor], torch.Tensor], model: torch.nn.Module,
+                x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor], int]:
+    model.zero_grad()
+    with counting_saved([*model.parameters(), x]) as saved:
+        loss = fn(x)
+    loss.backward()
+    return loss.detach(), [p.grad.clone() for p in model.parameters()], saved[0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_checkpointed_module_blocks_save_what_eager_checkpoint_saves(backend):
+    x = torch.randn(32, 64, generator=torch.Generator().manual_seed(3)).requires_grad_()
+    saved = {}
+    for checkpointed in (False, True):
+        torch.manual_seed(0)
+        model = Stack(checkpointed)
+        want = module_step(model, model, x)
+        compiler.reset()
+        compiled = compiler.compile(model, backend=backend)
+        module_step(compiled, model, x)
+        got = module_step(compiled, model, x)
+        torch.testing.assert_close(got[0], want[0])
+        for a, b in zip(got[1], want[1]):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+        saved[checkpointed] = (got[2], want[2])
+    # each block saves only its input (32 x 64 floats): 3 of them, as eager checkpoint does
+    assert saved[True] == (3 * 32 * 64 * 4, 3 * 32 * 64 * 4)
+    assert saved[True][0] * 8 < saved[False][0]
