@@ -31,6 +31,7 @@ from inductor.dynamic import (
 )
 from inductor.ir.nodes import BufferView, ComputedBuffer, ExternKernel
 from inductor.ir.verify import verify
+from inductor.layout_opt import channels_last_convolutions
 from inductor.lowering import load_rules
 from inductor.lowering.context import LoweringContext
 from inductor.lowering.extern import aten_only_reason, aten_op_counts
@@ -183,6 +184,7 @@ def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> 
         return _aten_only(gm, reason)
     if is_symbolic_graph(gm, example_inputs):
         return _compile_symbolic(gm, example_inputs)
+    gm = channels_last_convolutions(gm)
     t0 = time.perf_counter()
     key = graph_key(gm, example_inputs)
     cached = _plans.get(key) if key is not None else None
