@@ -13,6 +13,7 @@ traced the same way where it gives the same values and gradients (`_check_reentr
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import warnings
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from capture import torch_ops
 from capture.graph_break import GraphBreakKind, unsupported
 from capture.interp import dispatch
 from capture.interp.builtins_table import special
+from capture.interp.function_globals import guard_function_globals
 from capture.values import ConstantValue, TensorValue, Value
 
 if TYPE_CHECKING:
@@ -33,7 +35,13 @@ if TYPE_CHECKING:
 _regions = itertools.count(1)
 
 
-@special(torch.autograd.Function.apply.__func__)  # type: ignore[attr-defined]  # a classmethod
+# NOTE: `Function.apply` is a Python classmethod up to torch 2.13 (the special is its
+# function) and a C classmethod descriptor from 2.14 (calls.call_python finds it from the
+# bound builtin `F.apply`).
+_APPLY = inspect.getattr_static(torch.autograd.Function, "apply")
+
+
+@special(getattr(_APPLY, "__func__", _APPLY))
 def _function_apply(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     owner = args[0] if args else None
     if not (
@@ -46,7 +54,11 @@ def _function_apply(tx: Translator, args: list[Value], kwargs: dict[str, Value])
     if kwargs:
         raise unsupported(GraphBreakKind.UNSUPPORTED_CALL,
                           f"{owner.value.__name__}.apply with keyword arguments")
-    return torch_ops.call_torch(tx, _applier(owner.value), list(args[1:]), {})
+    cls = owner.value
+    guard_function_globals(
+        tx, [cls.forward, cls.backward, getattr(cls, "setup_context", None)],
+        f"{cls.__name__}.apply")
+    return torch_ops.call_torch(tx, _applier(cls), list(args[1:]), {})
 
 
 _appliers: dict[type, Callable[..., Any]] = {}

@@ -92,6 +92,14 @@ def call_python(
     if isinstance(obj, types.MethodType):
         self_value = wrap(tx.output, obj.__self__, None)
         return call_python(tx, obj.__func__, [self_value, *args], kwargs)
+    owner = getattr(obj, "__self__", None)
+    if isinstance(obj, types.BuiltinMethodType) and isinstance(owner, type):
+        # NOTE: a C classmethod bound to its class (`F.apply` of an autograd.Function from
+        # torch 2.14): its special takes the class first, as a Python classmethod's does.
+        descriptor = inspect.getattr_static(owner, obj.__name__, None)
+        bound_special = builtins_table.lookup(descriptor)
+        if bound_special is not None:
+            return bound_special(tx, [wrap(tx.output, owner, None), *args], kwargs)
     decision = policy.decide(obj)
     if decision is policy.Decision.INLINE:
         assert isinstance(obj, types.FunctionType)
