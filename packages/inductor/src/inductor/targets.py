@@ -25,6 +25,7 @@ from inductor.codegen.triton_split import generate_triton_kernel
 from inductor.ir.checks import ERR_PARAM
 from inductor.ir.nodes import Buffer, ComputedBuffer
 from inductor.runtime.cpp_build import load_kernels
+from inductor.runtime.kernel_checks import triton_check
 from inductor.scheduler.fusion import FusedGroup, is_row_epilogue
 
 Kernel = CppKernel | TritonKernel
@@ -105,11 +106,15 @@ class TritonTarget:
         from inductor.runtime.triton_launch import load_triton_kernels
 
         tk = [k for k in kernels if isinstance(k, TritonKernel)]
-        return load_triton_kernels(tk) if tk else {}
+        if not tk:
+            return {}
+        # NOTE: the wrapper's check after a checking kernel (deferred while a CUDA graph
+        # is recorded: runtime/kernel_checks.py)
+        return {**load_triton_kernels(tk), "triton_check": triton_check}
 
     def launch(self, kernel: Kernel, checks: str) -> list[str]:
         """`kernel(tensor, ...)`; a kernel with checks gets fresh error slots on its
-        device and the wrapper raises what eager raises when one failed."""
+        device and the wrapper raises what eager raises when one failed (`triton_check`)."""
         assert isinstance(kernel, TritonKernel)
         args = []
         for p in kernel.params:
@@ -124,7 +129,7 @@ class TritonTarget:
             lines.append(f"kerr = new_error_slots({kernel.device!r})")
         lines.append(f"{kernel.name}({', '.join(args)})")
         if kernel.checks:
-            lines.append(f"if kerr[0]: raise_kernel_error(kerr, {checks})")
+            lines.append(f"triton_check(kerr, {checks})")
         return lines
 
     def can_fuse(self, group: FusedGroup, node: ComputedBuffer,

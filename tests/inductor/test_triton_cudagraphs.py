@@ -1,0 +1,157 @@
+"""`mode="reduce-overhead"` (option `cudagraphs`, `runtime/cudagraphs.py`): compiled graphs
+replayed as CUDA graphs on CUDA tensors, against eager: static inputs read in place, others
+copied in (a static input that moves too), outputs still referenced never overwritten,
+bounds checks read after each replay, logged fallbacks (random ops, CPU work), and a no-op
+with a log line on CPU tensors."""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from aten_trace import trace_aten
+from inductor import CompiledGraph, compile_aten, config
+from inductor.runtime.cudagraphs import CudaGraphRunner, _mutated_inputs, unsupported_reason
+
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (the GPU "
+                               "box runs it)")
+
+
+def _compile(fn: Callable[..., Any], inputs: Sequence[torch.Tensor]) -> CompiledGraph:
+    gm = trace_aten(fn, inputs)
+    with config.patch(cudagraphs=True, verify_ir=True):
+        return compile_aten(gm, list(inputs))
+
+
+def test_on_cpu_tensors_it_is_a_no_op_with_a_log_line(caplog: Any) -> None:
+    x = torch.randn(4, 8)
+    with caplog.at_level(logging.INFO, logger="inductor"):
+        compiled = _compile(lambda v: (v * 2).sum(-1), [x])
+    assert not isinstance(compiled.call, CudaGraphRunner)
+    assert "graph runs without CUDA graphs: no CUDA tensors" in caplog.text
+    torch.testing.assert_close(compiled(x)[0], (x * 2).sum(-1))
+
+
+def test_what_cannot_be_replayed_is_named() -> None:
+    assert unsupported_reason("", [torch.empty(2)], False) == "no CUDA tensors"
+    if torch.cuda.is_available():
+        cuda = torch.empty(2, device="cuda")
+        assert unsupported_reason("", [cuda, torch.empty(2)], False) == \
+            "an input is on the CPU"
+        assert "CPU" in str(unsupported_reason("", [cuda], True))
+        assert "reads a value back" in str(unsupported_reason("x.item()", [cuda], False))
+        assert unsupported_reason("", [cuda], False) is None
+
+
+def test_inputs_written_in_place_are_found() -> None:
+    def f(x: torch.Tensor, stats: torch.Tensor) -> torch.Tensor:
+        stats.mul_(0.5)
+        return x + 1
+
+    gm = trace_aten(f, [torch.randn(3), torch.randn(3)])
+    mutated = _mutated_inputs(gm)
+    # NOTE: a functionalized graph copies back into the input (copy_); the tracer here may
+    # keep the in-place op itself: either way position 1 and only it
+    assert mutated == {1}, gm.code
+
+
+@needs_gpu
+def test_replays_match_eager_and_held_outputs_are_not_overwritten() -> None:
+    w = torch.nn.Parameter(torch.randn(16, 8, device="cuda"))
+    b = torch.randn(8, device="cuda")
+
+    def f(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(F.gelu(x @ w + b), -1)
+
+    xs = [torch.randn(4, 16, device="cuda") for _ in range(6)]
+    compiled = _compile(f, [xs[0], w, b])
+    runner = compiled.call
+    assert isinstance(runner, CudaGraphRunner)
+    with torch.no_grad():
+        outs = [compiled(x, w, b)[0] for x in xs]  # NOTE: every output kept
+        for x, got in zip(xs, outs):
+            torch.testing.assert_close(got, f(x, w, b), atol=1e-5, rtol=1e-5)
+    assert runner.replays >= 1 and runner.disabled is None
+    assert len(runner.recordings) <= 2
+    with torch.no_grad():  # NOTE: outputs dropped each time: one recording serves
+        for x in xs:
+            torch.testing.assert_close(compiled(x, w, b)[0], f(x, w, b), atol=1e-5,
+                                       rtol=1e-5)
+
+
+@needs_gpu
+def test_a_static_input_that_moves_is_copied_from_then_on() -> None:
+    def f(x: torch.Tensor, stats: torch.Tensor) -> torch.Tensor:
+        return x * 2 + stats
+
+    x, stats = torch.randn(8, 4, device="cuda"), torch.ones(4, device="cuda")
+    compiled = _compile(f, [x, stats])
+    runner = compiled.call
+    assert isinstance(runner, CudaGraphRunner)
+    for i in range(3):
+        stats.add_(1)  # NOTE: read in place: the replay sees the new values
+        torch.testing.assert_close(compiled(x + i, stats)[0], f(x + i, stats))
+    assert 1 in runner.static
+    for i in range(3):
+        moved = torch.full((4,), float(i), device="cuda")
+        torch.testing.assert_close(compiled(x, moved)[0], f(x, moved))
+    assert 1 not in runner.static and runner.disabled is None
+
+
+@needs_gpu
+def test_bounds_checks_are_read_after_each_replay() -> None:
+    w = torch.randn(10, 4, device="cuda")
+
+    def f(i: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return F.embedding(i, w) * 2
+
+    idx = torch.tensor([[1, 9], [0, 3]], device="cuda")
+    compiled = _compile(f, [idx, w])
+    for _ in range(3):
+        torch.testing.assert_close(compiled(idx.clone(), w)[0], f(idx, w))
+    runner = compiled.call
+    assert isinstance(runner, CudaGraphRunner) and runner.replays >= 1
+    with pytest.raises(IndexError):
+        compiled(torch.tensor([[1, 10], [0, 3]], device="cuda"), w)
+
+
+@needs_gpu
+def test_random_graphs_fall_back_with_a_log_line(caplog: Any) -> None:
+    x = torch.ones(64, 64, device="cuda")
+    with caplog.at_level(logging.INFO, logger="inductor"):
+        compiled = _compile(lambda v: F.dropout(v, 0.5, training=True), [x])
+    assert "graph runs without CUDA graphs" in caplog.text
+    a, b = compiled(x)[0], compiled(x)[0]
+    assert not torch.equal(a, b)  # NOTE: a fresh seed per call, as eager
+
+
+@needs_gpu
+def test_reduce_overhead_training_matches_eager() -> None:
+    compiler = pytest.importorskip("compiler")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(12, 32), torch.nn.GELU(),
+                                torch.nn.LayerNorm(32), torch.nn.Linear(32, 5)).cuda()
+    ref = copy.deepcopy(model)
+    compiler.reset()
+    compiled = compiler.compile(model, backend="inductor", mode="reduce-overhead")
+    for _ in range(4):
+        x = torch.randn(16, 12, device="cuda")
+        target = torch.randint(0, 5, (16,), device="cuda")
+        losses = []
+        for m in (compiled, ref):
+            for p in m.parameters():
+                p.grad = None
+            loss = F.cross_entropy(m(x), target)
+            loss.backward()
+            losses.append(loss.detach())
+        torch.testing.assert_close(losses[0], losses[1], atol=1e-5, rtol=1e-5)
+        for p, q in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, atol=1e-5, rtol=1e-4)
+        with torch.no_grad():
+            for p in (*model.parameters(), *ref.parameters()):
+                p -= 0.1 * p.grad  # NOTE: parameters change in place between steps
