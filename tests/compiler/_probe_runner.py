@@ -68,8 +68,10 @@ def same(a: Any, b: Any) -> str | None:
             return f"requires_grad {a.requires_grad} vs {b.requires_grad}"
         if a.dtype == torch.bool or not (a.is_floating_point() or a.is_complex()):
             return None if torch.equal(a, b) else f"{a} vs {b}"
-        ok = torch.allclose(a.detach().double(), b.detach().double(), rtol=1e-4, atol=1e-5,
-                            equal_nan=True)
+        wide = torch.complex128 if a.is_complex() else torch.float64
+        ok = torch.allclose(a.detach().resolve_conj().resolve_neg().to(wide),
+                            b.detach().resolve_conj().resolve_neg().to(wide), rtol=1e-4,
+                            atol=1e-5, equal_nan=True)
         return None if ok else f"{a.detach()} vs {b.detach()}"
     if isinstance(a, (list, tuple)):
         if type(a) is not type(b) or len(a) != len(b):

@@ -38,6 +38,7 @@ from capture.values import (
     ModuleValue,
     ObjectValue,
     PartialValue,
+    SetIteratorValue,
     SetValue,
     SuperValue,
     SymNodeValue,
@@ -301,6 +302,8 @@ def iterate(tx: Translator, value: Value) -> IteratorValue:
         return IteratorValue(value.items)
     if isinstance(value, DictValue):
         return DictIteratorValue(value)
+    if isinstance(value, SetValue):
+        return SetIteratorValue(value, value.unpack())
     if isinstance(value, DictViewValue):
         return DictIteratorValue(value.dict_value, value.kind)
     if isinstance(value, TensorValue):

@@ -13,6 +13,7 @@ from capture.values.containers import (
     IteratorValue,
     LazyIteratorValue,
     ListValue,
+    SetIteratorValue,
     SetValue,
     TupleValue,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "NullValue",
     "ObjectValue",
     "PartialValue",
+    "SetIteratorValue",
     "SetValue",
     "SuperValue",
     "SymNodeValue",

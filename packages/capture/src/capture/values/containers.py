@@ -476,6 +476,27 @@ class DictIteratorValue(IteratorValue):
         return super().next_item()
 
 
+class SetIteratorValue(IteratorValue):
+    """Iteration over a set: like eager, a change of the set's size during the loop is an
+    error (`RuntimeError: Set changed size during iteration`); the frame then runs eagerly,
+    which raises it from the user's line."""
+
+    __slots__ = ("set_value", "size")
+
+    def __init__(self, set_value: SetValue, items: list[Value]) -> None:
+        super().__init__(items)
+        self.set_value = set_value
+        self.size = len(set_value.items)
+
+    def next_item(self) -> Value | None:
+        if len(self.set_value.items) != self.size:
+            from capture.graph_break import GraphBreakKind, unsupported
+
+            raise unsupported(GraphBreakKind.EXCEPTION,
+                              "RuntimeError: Set changed size during iteration")
+        return super().next_item()
+
+
 class DictViewValue(Value):
     """`d.keys()`, `d.values()`, `d.items()`: live views, read when used (a view taken before
     `d[k] = v` sees the new key)."""
