@@ -13,7 +13,8 @@ around one step, each storage counted once, parameters and inputs left out. Step
 in this one process. Each row checks the loss and every gradient against eager, and the
 Pareto SVG our compile wrote (the chosen point's saved bytes) against the measured bytes.
 
-Checks (PASS/FAIL per model and backend): budget 1.0 saves at most eager's bytes and at most
+Checks (PASS/FAIL per model and backend): our step compiled (capture ran no frame eagerly:
+such a row would measure eager); budget 1.0 saves at most eager's bytes and at most
 torch's x 1.02; every budget b saves at most b x budget 1.0's bytes and at most torch's at b
 (x 1.02); budget 0.0 saves nothing; gradients equal eager's; plotted = measured bytes.
 Step time at most torch's is reported (x torch column), not failed on: this machine's
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import pathlib
 import statistics
@@ -74,6 +76,7 @@ class Row(NamedTuple):
     eager_ms: float
     grads_ok: bool
     torch_grads_ok: bool | None
+    fell_back: bool = False
 
 
 # ------------------------------------------------------------------------------ models
@@ -238,6 +241,31 @@ def plotted_bytes(path: pathlib.Path) -> int | None:
     return None if chosen is None else int(chosen.get("data-saved-bytes", "-1"))
 
 
+class _Fallbacks(logging.Handler):
+    """Capture's warnings that a frame runs eagerly: such a row would measure eager."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if "eagerly" in message:
+            self.messages.append(message)
+
+
+@contextlib.contextmanager
+def eager_fallbacks() -> Iterator[list[str]]:
+    """The messages of every frame capture ran eagerly inside the block."""
+    handler = _Fallbacks()
+    logger = logging.getLogger("capture")
+    logger.addHandler(handler)
+    try:
+        yield handler.messages
+    finally:
+        logger.removeHandler(handler)
+
+
 def ours(work: Workload, backend: str, budget: float, svg: pathlib.Path | None) -> Any:
     import compiler
 
@@ -273,9 +301,12 @@ def measure(work: Workload, backend: str, budgets: Sequence[float], eager: Step,
             svg = svg_dir / f"memory_budget_{work.name}_{backend}_{budget:.2f}.svg"
             svg.unlink(missing_ok=True)
         with frozen_buffers(work.model):
-            mine = ours(work, backend, budget, svg)
-            train_step(mine, work)  # compiles
-            step = train_step(mine, work)
+            with eager_fallbacks() as fallbacks:
+                mine = ours(work, backend, budget, svg)
+                train_step(mine, work)  # compiles
+                step = train_step(mine, work)
+            for message in fallbacks:
+                print(f"  EAGER FALLBACK ({work.name}, {backend}, {budget}): {message}")
             torch_fn, torch_step = theirs(work, backend, budget) if with_torch else (None, None)
             times: dict[str, list[float]] = {"ours": [], "torch": [], "eager": []}
             for _ in range(repeat):
@@ -291,6 +322,7 @@ def measure(work: Workload, backend: str, budgets: Sequence[float], eager: Step,
             ours_ms=ms["ours"] or 0.0, torch_ms=ms["torch"], eager_ms=ms["eager"] or 0.0,
             grads_ok=same(step, eager),
             torch_grads_ok=same(torch_step, eager) if torch_step else None,
+            fell_back=bool(fallbacks),
         ))
         print(_format(rows[-1], rows[0].ours if rows[0].budget == 1.0 else None), flush=True)
     return rows
@@ -318,7 +350,8 @@ def _format(r: Row, full: int | None = None) -> str:
     return (f"{r.model:10} {r.backend:9} {r.budget:6.2f} {_mb(r.ours):>8} "
             f"{_mb(r.torch_bytes):>8} {_mb(r.eager):>8} {_ratio(r.ours, r.torch_bytes):>7} "
             f"{_ratio(r.ours, full) if full is not None else '':>6} {plotted:>8} {r.ours_ms:8.1f} {torch_ms:>8} {r.eager_ms:8.1f} "
-            f"{_ratio(r.ours_ms, r.torch_ms):>7} {'ok' if r.grads_ok else 'BAD':>5}")
+            f"{_ratio(r.ours_ms, r.torch_ms):>7} {'ok' if r.grads_ok else 'BAD':>5}"
+            f"{'  EAGER' if r.fell_back else ''}")
 
 
 def checks(rows: Sequence[Row]) -> list[tuple[str, bool]]:
@@ -339,6 +372,7 @@ def checks(rows: Sequence[Row]) -> list[tuple[str, bool]]:
                 results.append((f"{tag} {b}: saves <= {b} x budget 1.0",
                                 r.ours <= b * full.ours + 1e-9))
             results.append((f"{tag} {b}: gradients equal eager", r.grads_ok))
+            results.append((f"{tag} {b}: compiled (no frame ran eagerly)", not r.fell_back))
             if r.plotted is not None:
                 # NOTE: within 0.5%: inductor may copy a saved view of an input (a few KB
                 # the plan counts as free).
