@@ -1,3 +1,4 @@
+# ruff: noqa: RUF012  # a probe corpus: a class-level list on purpose
 """Differential probes, issue 11 groups 1-3: state the program reads, changed between calls
 from outside the compiled function (a partial's keywords, a mutable default, a closure's
 list, a class-level list, parameters swapped or cast, buffers added, hooks on parameters).
