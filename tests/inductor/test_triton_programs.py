@@ -309,12 +309,12 @@ step0: kernel outer=() nodes=['buf0', 'buf1'] local=['buf0']
 # wrapper
 def call(arg0):
     buf1 = empty_strided((), (), dtype=torch.float32)
-    kernelebdeb60b7b49ac52(arg0, buf1)
+    kernelf435c9f3387cd544(arg0, buf1)
     return (buf1,)
-# configs ((1, 1024, 8),) persistent=False split=16
+# configs ((1, 1024, 4),) persistent=False split=16
 @triton.jit
-def kernelebdeb60b7b49ac52(in_ptr0, out_ptr0, ws_n0, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
-    xidx = tl.arange(0, XBLOCK)[:, None]
+def kernelf435c9f3387cd544(in_ptr0, out_ptr0, ws_n0, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
+    xidx = tl.program_id(1) * XBLOCK + tl.arange(0, XBLOCK)[:, None]
     xmask = xidx < 1
     xzero = xidx * 0
     rzero = tl.zeros([1, RBLOCK], tl.int32)
@@ -331,8 +331,8 @@ def kernelebdeb60b7b49ac52(in_ptr0, out_ptr0, ws_n0, XBLOCK: tl.constexpr, RBLOC
 
 
 @triton.jit
-def kernelebdeb60b7b49ac52_final(in_ptr0, out_ptr0, ws_n0, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
-    xidx = tl.arange(0, XBLOCK)[:, None]
+def kernelf435c9f3387cd544_final(in_ptr0, out_ptr0, ws_n0, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
+    xidx = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]
     xmask = xidx < 1
     xzero = xidx * 0
     rzero = tl.zeros([1, RBLOCK], tl.int32)

@@ -1,7 +1,8 @@
 """Split reductions on the Triton target (`codegen/triton_split.py`): a full reduction of a
-big tensor, or a few very long rows, as partials over chunks then a final kernel; each kind
-of reduction against eager, ties and NaN across chunks, the epilogue in the final kernel,
-and the error of a million-element sum against float64 within 2x of eager's."""
+big tensor, or a few hundred long rows (batch-norm statistics), as partials over chunks then
+a final kernel; each kind of reduction against eager, ties and NaN across chunks, Welford's
+variance, the epilogue in the final kernel, and the error of a million-element sum against
+float64 within 2x of eager's."""
 
 from __future__ import annotations
 
@@ -43,10 +44,31 @@ def test_ties_and_nan_across_chunks_and_long_rows(short_split: None) -> None:
     assert [k.split > 1 for k in triton_kernels(compiled)] == [True]
 
 
-def test_two_pass_groups_are_not_split(short_split: None) -> None:
+def test_a_variance_splits_through_welford_and_other_two_pass_groups_do_not(
+        short_split: None) -> None:
     compiled = check(lambda v: torch.var_mean(v), [randn(4000) * 2 + 3], rtol=1e-4,
                      atol=1e-4)
+    ks = triton_kernels(compiled)
+    assert len(ks) == 1 and ks[0].split > 1 and "_welford" in ks[0].source
+    compiled = check(lambda v: torch.softmax(v, 0), [randn(4000)], rtol=1e-4, atol=1e-5)
     assert all(k.split == 1 for k in triton_kernels(compiled))
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_batch_norm_statistics_split_over_many_rows(short_split: None,
+                                                    channels_last: bool) -> None:
+    w, b = randn(16), randn(16)
+    x = randn(8, 16, 20, 20) * 0.5 + 3
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+
+    def f(v: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return torch.ops.aten.native_batch_norm(v, w, b, None, None, True, 0.1, 1e-5)
+
+    compiled = check(f, [x], atol=1e-4, rtol=1e-4)
+    stats = [k for k in triton_kernels(compiled) if k.reduction]
+    assert len(stats) == 1 and stats[0].split > 1 and stats[0].xnumel == 16, \
+        [(k.split, k.xnumel) for k in stats]
 
 
 @pytest.mark.skipif(DEVICE != "cpu", reason="the float64 reference runs on the CPU")

@@ -1,18 +1,24 @@
-"""Split reductions on the Triton target: a reduction of a few very long rows (a full
-reduction of a big tensor: `x.sum()`, a loss's mean) as two kernels in one module.
+"""Split reductions on the Triton target: a reduction of few long rows (a full reduction of
+a big tensor: `x.sum()`, a loss's mean; batch-norm statistics over a few hundred channels)
+as two kernels in one module.
 
-One program per row would leave the GPU idle. Instead the first kernel (`KERNEL_NAME`) runs
-`split` programs, each reducing one chunk of every row into a block of accumulators and
-storing its partial result into a workspace (`[rows, split]` per reduction, allocated by
-the launcher per call); the second (`KERNEL_NAME_final`) reduces the partials of each row
-in one block and runs the reductions' epilogues (the ops after the reduction, row
-epilogue nodes). Sums stay as exact as eager's blocked accumulation: each element goes into
-one of `RBLOCK` accumulators of its chunk, then partials are combined as a tree.
+One program per block of rows would leave the GPU idle. Instead the first kernel
+(`KERNEL_NAME`, grid `(split, row blocks)`) has each program reduce one chunk of a block of
+rows into a block of accumulators and store its partial results into workspaces
+(`[rows, split]` per reduction, allocated by the launcher per call); the second
+(`KERNEL_NAME_final`, one program per block of rows) reduces the partials of each row and
+runs the reductions' epilogues (the ops after the reduction, row epilogue nodes). Sums stay
+as exact as eager's: each element goes into one of `RBLOCK` accumulators of its chunk,
+partials are combined as a tree, float32 partials in float64. A variance whose mean is in
+the group is Welford's (`codegen/triton_welford.py`): each chunk's mean, M2 and count are
+the partials, merged by Chan's formula.
 
 Only groups of one loop segment take this form: reductions (and pointwise nodes over the
-row elements) that read no reduction of the group, followed by nodes over the rows only.
-Two-pass groups (a variance over the whole tensor, a full softmax) keep one program per
-row.
+row elements) that read no other reduction of the group, followed by nodes over the rows
+only. Other two-pass groups (a full softmax) keep one program per block of rows. Split:
+rows of `SPLIT_MIN_RNUMEL`+ elements, at most `SPLIT_MAX_ROWS` of them, each at least
+`SPLIT_ROW_RATIO` times longer than their count. The partial kernel's candidate blocks are
+wide in x where the rows' elements are adjacent in memory (channels-last), long in r else.
 """
 
 from __future__ import annotations
@@ -33,39 +39,47 @@ from inductor.codegen.triton import (
     generate_triton,
 )
 from inductor.codegen.triton_prelude import TL_DTYPE, reduction_init
-from inductor.codegen.triton_tile import TiledTritonGen
+from inductor.codegen.triton_tile import TiledTritonGen, _coeff
+from inductor.codegen.triton_welford import Prepared, match_welford
 from inductor.ir.loop_body import LoopOp
 from inductor.ir.nodes import Buffer, ComputedBuffer
 from inductor.scheduler.fusion import FusedGroup, outer_symbol, split_node
 
-SPLIT_MIN_RNUMEL = 32768  # NOTE: shorter rows are looped by one program per row
-SPLIT_MAX_ROWS = 16
-SPLIT_CHUNK = 4096  # NOTE: elements one program reduces, about (partials <= 1024)
+SPLIT_MIN_RNUMEL = 16384  # NOTE: shorter rows are looped by one program per row block
+SPLIT_MAX_ROWS = 256  # NOTE: more rows keep the GPU busy without splitting them
+SPLIT_ROW_RATIO = 64  # NOTE: split only rows at least this many times longer than their count
+SPLIT_CHUNK = 4096  # NOTE: elements of a row one program reduces, at least (partials <= 1024)
+MAX_SPLIT = 1024
 
-Prepared = tuple[int, ComputedBuffer, dict[sympy.Symbol, sympy.Expr], tuple[int, ...]]
 
-
-def split_count(rnumel: int) -> int:
-    """How many programs share a row of `rnumel` elements (a power of two, 2..1024)."""
-    return max(2, min(1024, _next_pow2(-(-rnumel // SPLIT_CHUNK))))
+def split_chunk(rnumel: int, rblock: int) -> int:
+    """Elements of a row one program reduces: a multiple of `rblock`, at least
+    `SPLIT_CHUNK`, and few enough programs that a row's partials fit one block."""
+    want = max(SPLIT_CHUNK, -(-rnumel // MAX_SPLIT))
+    return -(-want // rblock) * rblock
 
 
 class SplitTritonGen(TritonGen):
     """The two kernels of a split reduction (see the module docstring)."""
 
     def splittable(self) -> bool:
-        """Whether this group takes the split form."""
+        """Whether this group takes the split form: few long rows, one loop segment (a
+        variance joins its mean's segment through Welford)."""
         if (not self.reduction or self.rnumel < SPLIT_MIN_RNUMEL
-                or self.xnumel > SPLIT_MAX_ROWS):
+                or self.xnumel > SPLIT_MAX_ROWS
+                or self.xnumel * SPLIT_ROW_RATIO > self.rnumel):
             return False
+        self._ranges = {}
+        prepared = [(ni, n, *self._node_subs(ni, n)) for ni, n in enumerate(self.group.nodes)]
+        self._welford = match_welford(prepared, self._sub)
         reductions: set[str] = set()
         seen_x_node = False
-        for n in self.group.nodes:
+        for ni, n, _, inner in prepared:
             assert n.body is not None
             reads = {b for b, _ in n.body.reads()}
-            sp = split_node(n.body, self.group.outer)
-            assert sp is not None
-            if not sp.inner_ranges:
+            if ni in self._welford:
+                reads.discard(self._welford[ni].mean_of)
+            if not inner:
                 seen_x_node = True
                 continue
             if seen_x_node or reads & reductions:
@@ -75,28 +89,59 @@ class SplitTritonGen(TritonGen):
         return bool(reductions)
 
     def generate(self) -> TritonKernel:
-        self._ranges: dict[sympy.Symbol, int] = {}
+        self._ranges = {}
         self._indirect_levels: dict[str, str] = {}
         self._stored_in_loop: set[str] = set()
         prepared = [(ni, n, *self._node_subs(ni, n)) for ni, n in enumerate(self.group.nodes)]
-        self.split = split_count(self.rnumel)
-        rows = _next_pow2(self.xnumel)
-        self.rblock = max(16, min(1024, 2048 // rows))
-        per = -(-self.rnumel // self.split)
-        self.chunk = -(-per // self.rblock) * self.rblock
+        self._welford = match_welford(prepared, self._sub)
+        self.split_configs = self._split_configs()
+        self.chunk = split_chunk(self.rnumel, max(rb for _, rb, _ in self.split_configs))
+        self.split = -(-self.rnumel // self.chunk)
         self.workspaces: list[tuple[str, torch.dtype]] = []
         w = _Lines()
-        self._rows_prologue(w)
+        self._rows_prologue(w, "tl.program_id(1)")
         loop = [p for p in prepared if p[3]]
         rest = [p for p in prepared if not p[3]]
         accs = self._partial(w, loop)
         final = _Lines()
-        self._rows_prologue(final)
+        self._rows_prologue(final, "tl.program_id(0)")
         self._final(final, accs, loop, rest)
         return self._finish_split(w, final)
 
-    def _rows_prologue(self, w: _Lines) -> None:
-        w.add("xidx = tl.arange(0, XBLOCK)[:, None]")
+    def _split_configs(self) -> tuple[tuple[int, int, int], ...]:
+        """(XBLOCK, RBLOCK, warps) of the partial kernel: wide in x when the rows' elements
+        sit next to each other (channels-last batch norm), long in r otherwise."""
+        rows = _next_pow2(self.xnumel)
+        if self.interpret:
+            xb = min(rows, 16)
+            return ((xb, max(16, 1024 // xb), 4),)
+        x_contiguous = False
+        if self.group.outer:
+            last = outer_symbol(len(self.group.outer) - 1)
+            for m in self.group.nodes:
+                assert m.body is not None
+                for op in m.body.ops:
+                    if op.kind != "load":
+                        continue
+                    e = self._load_index(m, op)
+                    if (_coeff(e, last) == 1
+                            and any(v.name.startswith("r") for v in e.free_symbols)):
+                        x_contiguous = True
+        if x_contiguous and rows >= 16:
+            cands = [(64, 32, 4), (32, 64, 4), (16, 128, 4)]
+        else:
+            cands = [(1, 2048, 8), (2, 1024, 4), (4, 512, 4), (8, 256, 4)]
+        return tuple(dict.fromkeys((min(x, rows), r, wp) for x, r, wp in cands))
+
+    def _load_index(self, n: ComputedBuffer, op: LoopOp) -> sympy.Expr:
+        sp = split_node(n.body, self.group.outer) if n.body is not None else None
+        assert sp is not None
+        return self._sub(op.args[1], dict(sp.subs))
+
+    def _rows_prologue(self, w: _Lines, pid: str) -> None:
+        if self.int64:
+            pid = f"{pid}.to(tl.int64)"
+        w.add(f"xidx = {pid} * XBLOCK + tl.arange(0, XBLOCK)[:, None]")
         w.add(f"xmask = xidx < {self.xnumel}")
         w.add("xzero = xidx * 0")
         w.add("rzero = tl.zeros([1, RBLOCK], tl.int32)")
@@ -120,6 +165,12 @@ class SplitTritonGen(TritonGen):
             kind = str(op.args[0])
             vt = _ref_dtype(op.args[1])
             acc = f"n{ni}_acc"
+            if ni in self._welford:
+                kind = "welford"
+                for part in ("m", "2", "n"):
+                    w.add(f"{acc}_{part} = tl.zeros([XBLOCK, RBLOCK], {TL_DTYPE[vt]})")
+                accs.append((ni, kind, vt))
+                continue
             w.add(f"{acc} = tl.full([XBLOCK, RBLOCK], {reduction_init(kind, vt)}, "
                   f"{TL_DTYPE[vt]})")
             if kind in ("argmax", "argmin"):
@@ -138,6 +189,9 @@ class SplitTritonGen(TritonGen):
             assert body is not None
             refs: dict[int, tuple[str, str]] = {}
             red = _red_pos(body)
+            if ni in self._welford:
+                self._welford_step(w, ni, n, subs, refs)
+                continue
             self._emit_ops(w, ni, n, range(len(body.ops) if red is None else red), subs,
                            refs, "r")
             if red is not None:
@@ -148,9 +202,16 @@ class SplitTritonGen(TritonGen):
             self.values.pop(n.name, None)  # NOTE: the final kernel sees only the partials
         for ni, kind, vt in accs:
             acc = f"n{ni}_acc"
-            ws = self._workspace(ni, vt if kind not in ("any", "all") else torch.int32)
             at = f"xidx * {self.split} + tl.program_id(0)"
-            if kind in ("argmax", "argmin"):
+            ws = "" if kind == "welford" else \
+                self._workspace(ni, vt if kind not in ("any", "all") else torch.int32)
+            if kind == "welford":
+                w.add(f"{acc}_pm, {acc}_p2, {acc}_pn = tl.reduce(({acc}_m, {acc}_2, "
+                      f"{acc}_n), 1, _welford)")
+                for part in ("m", "2", "n"):
+                    wsp = self._workspace(ni, vt, part)
+                    w.add(f"tl.store({wsp} + {at}, {acc}_p{part}[:, None], mask=xmask)")
+            elif kind in ("argmax", "argmin"):
                 wsi = self._workspace(ni, torch.int64, "i")
                 w.add(f"{acc}_v, {acc}_r = tl.reduce(({acc}, {acc}_i), 1, _{kind})")
                 w.add(f"tl.store({ws} + {at}, {acc}_v[:, None], mask=xmask)")
@@ -200,6 +261,15 @@ class SplitTritonGen(TritonGen):
             assert red is not None
             var = f"n{ni}_t{red}"
             ws = f"ws_n{ni}"
+            if kind == "welford":
+                loads = ", ".join(f"tl.load({ws}{p} + {at}, mask=xmask & rmask, other=0)"
+                                  for p in ("m", "2", "n"))
+                w.add(f"{var}_m, {var}, {var}_n = tl.reduce(({loads}), 1, _welford)")
+                w.add(f"{var} = {var}[:, None]")
+                refs = {red: (var, "x")}
+                self._emit_ops(w, ni, n, range(red + 1, len(body.ops)), subs_of[ni], refs,
+                               "x")
+                continue
             init = reduction_init(kind, vt)
             part = f"tl.load({ws} + {at}, mask=xmask & rmask, other={init})"
             if kind in ("argmax", "argmin"):
@@ -242,7 +312,7 @@ class SplitTritonGen(TritonGen):
         return TritonKernel(
             name, src.replace(kernel.name, name), kernel.params, kernel.checks,
             kernel.scalar_params, kernel.device, kernel.xnumel, kernel.rnumel, True, False,
-            ((_next_pow2(self.xnumel), self.rblock, 8 if self.rblock >= 1024 else 4),),
+            self.split_configs,
             kernel.interpret, kernel.inplace, kernel.seeds, split=self.split,
             workspaces=tuple(str(dt).removeprefix("torch.") for _, dt in self.workspaces))
 

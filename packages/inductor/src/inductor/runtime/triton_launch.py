@@ -167,8 +167,6 @@ class Launcher:
 
     def _grid(self, cfg: tuple[int, int, int]) -> tuple[int, ...]:
         k = self.kernel
-        if k.split > 1:
-            return (k.split,)
         if k.tile:
             sx, sy, sz = k.tile
             return (sz * _cdiv(sy, cfg[1]) * _cdiv(sx, cfg[0]),)
@@ -194,27 +192,39 @@ class Launcher:
             self.fast.keep(compiled, self._grid(self.config), args, self.config[:2])
 
     def _split(self, args: Sequence[Any]) -> None:
-        """A split reduction: partials of each chunk into workspaces, then the final."""
+        if self.config is None:
+            self.config = self._tune(args)
+        self._run_split(self.config, args, keep=True)
+
+    def _run_split(self, cfg: tuple[int, int, int], args: Sequence[Any],
+                   keep: bool = False) -> None:
+        """A split reduction: each program's partials of its chunk of a block of rows into
+        fresh workspaces (`[rows, split]`), then the final kernel over blocks of rows."""
         k = self.kernel
         device = next(a.device for a in args if isinstance(a, torch.Tensor))
-        rows = k.configs[0][0]
-        ws = [torch.empty(rows * k.split, dtype=getattr(torch, dt), device=device)
+        ws = [torch.empty(k.xnumel * k.split, dtype=getattr(torch, dt), device=device)
               for dt in k.workspaces]
         full = [*args, *ws]
-        xb, rb, warps = k.configs[0]
-        final_warps = 4 if k.split <= 256 else 8
-        if not self.fast.call(full):
+        xb, rb, warps = cfg
+        grid = (k.split, _cdiv(k.xnumel, xb))
+        frb = 1 << max(0, (k.split - 1).bit_length())
+        fxb = max(1, min(1 << max(0, (k.xnumel - 1).bit_length()), 2048 // frb))
+        fgrid = (_cdiv(k.xnumel, fxb),)
+        if not (keep and self.fast.call(full)):
             if k.interpret:
-                self.fn[(k.split,)](*full, XBLOCK=xb, RBLOCK=rb)
+                self.fn[grid](*full, XBLOCK=xb, RBLOCK=rb)
             else:
-                c = self.fn[(k.split,)](*full, XBLOCK=xb, RBLOCK=rb, num_warps=warps)
-                self.fast.keep(c, (k.split,), full, (xb, rb))
-        if not self.fast_final.call(full):
+                c = self.fn[grid](*full, XBLOCK=xb, RBLOCK=rb, num_warps=warps)
+                if keep:
+                    self.fast.keep(c, grid, full, (xb, rb))
+        if not (keep and self.fast_final.call(full)):
             if k.interpret:
-                self.final[(1,)](*full, XBLOCK=xb, RBLOCK=k.split)
+                self.final[fgrid](*full, XBLOCK=fxb, RBLOCK=frb)
             else:
-                c = self.final[(1,)](*full, XBLOCK=xb, RBLOCK=k.split, num_warps=final_warps)
-                self.fast_final.keep(c, (1,), full, (xb, k.split))
+                c = self.final[fgrid](*full, XBLOCK=fxb, RBLOCK=frb,
+                                      num_warps=4 if fxb * frb <= 1024 else 8)
+                if keep:
+                    self.fast_final.keep(c, fgrid, full, (fxb, frb))
 
     def _tune(self, args: Sequence[Any]) -> tuple[int, int, int]:
         k = self.kernel
@@ -223,14 +233,15 @@ class Launcher:
                 or not torch.cuda.is_available() or _overlapping(args)):
             return configs[0]
         times: list[tuple[float, tuple[int, int, int]]] = []
+        run = self._run_split if k.split > 1 else self._run
         for cfg in configs:
             try:
-                self._run(cfg, args)  # compile and warm up
+                run(cfg, args)  # compile and warm up
                 start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
                 end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
                 start.record()
                 for _ in range(5):
-                    self._run(cfg, args)
+                    run(cfg, args)
                 end.record()
                 end.synchronize()
                 times.append((start.elapsed_time(end), cfg))
