@@ -43,7 +43,7 @@ from inductor.codegen.triton_tile import TiledTritonGen, _coeff
 from inductor.codegen.triton_welford import Prepared, match_welford
 from inductor.ir.loop_body import LoopOp
 from inductor.ir.nodes import Buffer, ComputedBuffer
-from inductor.scheduler.fusion import FusedGroup, outer_symbol, split_node
+from inductor.scheduler.fusion import FusedGroup, inner_symbol, outer_symbol, split_node
 
 SPLIT_MIN_RNUMEL = 16384  # NOTE: shorter rows are looped by one program per row block
 SPLIT_MAX_ROWS = 256  # NOTE: more rows keep the GPU busy without splitting them
@@ -124,8 +124,8 @@ class SplitTritonGen(TritonGen):
                     if op.kind != "load":
                         continue
                     e = self._load_index(m, op)
-                    if (_coeff(e, last) == 1
-                            and any(v.name.startswith("r") for v in e.free_symbols)):
+                    inner = {inner_symbol(j) for j in range(len(e.free_symbols))}
+                    if _coeff(e, last) == 1 and e.free_symbols & inner:
                         x_contiguous = True
         if x_contiguous and rows >= 16:
             cands = [(64, 32, 4), (32, 64, 4), (16, 128, 4)]
