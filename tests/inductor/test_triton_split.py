@@ -84,3 +84,32 @@ def test_a_million_element_sum_is_as_exact_as_eager() -> None:
             ours += (compiled(x)[0].double() - ref).abs().item() / ref.abs().item()
             eager += (fn(x).double() - ref).abs().item() / ref.abs().item()
     assert ours <= 2 * eager, (ours, eager)
+
+
+def test_gpu_candidates_follow_the_rows_layout() -> None:
+    # NOTE: generated for a GPU (not launched): batch-norm statistics over 64 channels of
+    # 32x56x56, NCHW (each row contiguous) and channels-last (rows adjacent in memory)
+    from aten_trace import trace_aten
+    from inductor import config
+    from inductor.pipeline import plan
+    from inductor.scheduler.fusion import FusedGroup
+
+    w, b = torch.randn(64), torch.randn(64)
+    widths = []
+    for channels_last in (False, True):
+        x = torch.randn(32, 64, 56, 56)
+        if channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+
+        def f(v: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            return torch.ops.aten.native_batch_norm(v, w, b, None, None, True, 0.1, 1e-5)
+
+        with config.patch(cpu_backend="triton"):
+            p = plan(trace_aten(f, [x]), [x])
+        groups = [g for g in p.steps if isinstance(g, FusedGroup) and g.has_reduction()]
+        assert len(groups) == 1
+        k = triton_split.generate_triton_kernel(groups[0], p.ctx.buffers, interpret=False)
+        assert k.split > 1 and k.xnumel == 64 and "_welford" in k.source
+        widths.append(max(xb for xb, _, _ in k.configs))
+    assert widths[0] <= 8 < widths[1], widths
+
