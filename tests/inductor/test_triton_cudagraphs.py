@@ -16,7 +16,13 @@ import torch
 import torch.nn.functional as F
 from aten_trace import trace_aten
 from inductor import CompiledGraph, compile_aten, config
-from inductor.runtime.cudagraphs import CudaGraphRunner, _mutated_inputs, unsupported_reason
+from inductor.runtime.cudagraphs import (
+    CudaGraphRunner,
+    _mutated_inputs,
+    _Recording,
+    _use_count,
+    unsupported_reason,
+)
 
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (the GPU "
                                "box runs it)")
@@ -59,6 +65,20 @@ def test_inputs_written_in_place_are_found() -> None:
     # keep the in-place op itself: either way position 1 and only it
     assert mutated == {1}, gm.code
 
+
+def test_a_recordings_outputs_count_as_held_while_any_alias_lives() -> None:
+    # NOTE: the rule that keeps replays from overwriting tensors the caller still holds;
+    # storage use counts work the same on CPU tensors
+    out = torch.randn(4, 4)
+    rec = _Recording(None, {}, (out,), [(out, _use_count(out))], [])
+    assert not rec.outputs_held()
+    returned = out.detach()  # NOTE: what a replay hands out
+    assert rec.outputs_held()
+    row = returned[1]
+    del returned
+    assert rec.outputs_held()  # NOTE: a view keeps the memory in use
+    del row
+    assert not rec.outputs_held()
 
 @needs_gpu
 def test_replays_match_eager_and_held_outputs_are_not_overwritten() -> None:
