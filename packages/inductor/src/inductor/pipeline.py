@@ -233,13 +233,13 @@ def _compile_symbolic(gm: torch.fx.GraphModule,
             planned = plan(gm, example_inputs, symbolic=True)
         if guard_count(env) != before:
             raise SymbolicUnsupported("compiling specialized a symbolic size")
+        t1 = time.perf_counter()
+        functions = load_planned(planned)
     except Exception as error:  # compiled per size instead, never wrong
         log.info("inductor: symbolic sizes not compiled (%s: %s); compiling for the sizes "
                  "of each call", type(error).__name__, error,
                  exc_info=log.isEnabledFor(logging.DEBUG))
         return CompiledGraph(per_size, "# compiled for the sizes of each call", [], [], {})
-    t1 = time.perf_counter()
-    functions = load_planned(planned)
     t2 = time.perf_counter()
     ns = dict(planned.namespace)
     ns.update(functions)

@@ -249,13 +249,26 @@ def linear_coefficients(
     coeffs: list[int] = []
     for s in symbols:
         c = expr.coeff(s)
-        if not c.is_Integer:
+        if not _size_constant(c, symbols):
             return None
-        coeffs.append(int(c))
+        coeffs.append(int(c) if c.is_Integer else c)
     const = expr.subs({s: 0 for s in symbols})
-    if not const.is_Integer:
+    if not _size_constant(const, symbols) or sympy.expand(
+            const + sum(c * s for c, s in zip(coeffs, symbols)) - expr) != 0:
         return None
-    return coeffs, int(const)
+    return coeffs, int(const) if const.is_Integer else const
+
+
+def _size_constant(c: Expr, symbols: list[sympy.Symbol]) -> bool:
+    """An integer, or a polynomial over the graph's size symbols (`s0*32`): constant in
+    the loops (`symbols`)."""
+    if c.is_Integer:
+        return True
+    if c.free_symbols & set(symbols) or not c.free_symbols:
+        return False
+    return all(s.name[:1] == "s" and s.name[1:].isdigit() for s in c.free_symbols) and (
+        c.is_polynomial(*c.free_symbols) and all(
+            k.is_Integer for k in sympy.Poly(c, *c.free_symbols).coeffs()))
 
 
 def _int_literal(v: int) -> str:

@@ -356,9 +356,8 @@ class KernelGen:
             pragma = None
             vector = last and self.simd and not in_order
             if j == 0 and parallel_reduction and clause is not None:
-                pragma = "#pragma omp parallel for" + self._par_if + (
-                    " simd" if vector else "")
-                pragma += clause or ""
+                pragma = "#pragma omp parallel for" + (" simd" if vector else "")
+                pragma += (clause or "") + self._par_if
             elif vector and clause is not None:
                 pragma = "#pragma omp simd" + (clause or "")
             if pragma:
@@ -599,11 +598,15 @@ class KernelGen:
                 last = j == k - 1
                 pragma = ""
                 if j == 0 and par_loops:
-                    pragma = "#pragma omp parallel for" + self._par_if
+                    pragma = "#pragma omp parallel for"
                     if par_loops > 1:
                         pragma += f" collapse({par_loops})"
                     if pure and last and self.simd:
                         pragma += " simd"
+                    if self._par_if:  # NOTE: clauses after the directive's name
+                        simd = " simd" if pragma.endswith(" simd") else ""
+                        pragma = pragma.removesuffix(simd).replace(" for", " for" + simd, 1)
+                        pragma += self._par_if
                 elif pure and last and self.simd and j >= par_loops:
                     pragma = "#pragma omp simd"
                 sym = outer_symbol(j)

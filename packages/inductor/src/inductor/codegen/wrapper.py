@@ -256,8 +256,11 @@ class WrapperGen:
                 sub = "".join(f"[{i}]" for i in o.path)
                 self.lines.append(f"    {o.name} = {step.name}{sub}")
             self.lines.append(f"    del {step.name}")
-        if step.op in _DIRECT_EXTERNS:
-            return  # matmuls and convolutions: fresh outputs in their meta layout
+        if step.op in _DIRECT_EXTERNS and step.op is not torch.ops.aten.convolution.default:
+            return  # matmuls: fresh row-major outputs, their meta layout
+        # NOTE: a convolution's output follows its input's memory format, and an input that
+        # eager keeps channels-last (relu of a channels-last x) may be stored contiguous here
+        # (buffers are realized in their own order): its output then differs from the meta's
         for o in outs:
             # NOTE: returned outputs include the tensors saved for the backward graph, whose
             # kernels index them with the strides promised here.

@@ -85,3 +85,36 @@ def contiguous_strides(size: Sequence[int]) -> tuple[int, ...]:
         strides.append(acc)
         acc *= max(s, 1) if is_static(s) else s  # NOTE: a size symbol is >= 2
     return tuple(reversed(strides))
+
+
+def view_strides(size: Sequence[object], stride: Sequence[object],
+                 new_size: Sequence[object]) -> tuple[object, ...] | None:
+    """The strides of `new_size` viewing a tensor of `size` and `stride` without a copy
+    (ATen's view rule: dims are split or merged only within a chunk of memory-contiguous
+    dims), or None. For symbolic sizes: a chunk's products must be equal expressions, so
+    the strides found hold for every size (hints only order the search)."""
+    if not size:
+        return tuple(1 for _ in new_size) if all(s == 1 for s in new_size) else None
+    out: list[object] = [0] * len(new_size)
+    view_d = len(new_size) - 1
+    base = stride[-1]
+    tensor_numel: object = 1
+    view_numel: object = 1
+    for d in range(len(size) - 1, -1, -1):
+        tensor_numel = tensor_numel * size[d]  # type: ignore[operator]
+        if d == 0 or (size[d - 1] != 1 and stride[d - 1] != tensor_numel * base):  # type: ignore[operator]
+            while view_d >= 0 and (new_size[view_d] == 1 or (
+                    view_numel != tensor_numel
+                    and size_hint(view_numel) < size_hint(tensor_numel))):
+                out[view_d] = view_numel * base  # type: ignore[operator]
+                view_numel = view_numel * new_size[view_d]  # type: ignore[operator]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if d > 0:
+                base = stride[d - 1]
+                tensor_numel = 1
+                view_numel = 1
+    if view_d != -1:
+        return None
+    return tuple(sympy.sympify(s) if not isinstance(s, int) else s for s in out)

@@ -105,6 +105,7 @@ class Pointwise:
     realized: BufferView | None = None  # once stored, consumers load the buffer
     source: BufferView | None = None  # set when the value is an exact copy of a view
     view_of: tuple[object, ...] | None = None  # (base, size, index map) for views
+    layout_hint: Layout | None = None  # realized in this dense layout (channels-last values)
 
     def load(self, index: Sequence[Expr]) -> Ref:
         if self.realized is not None:

@@ -56,6 +56,8 @@ def _dummy(x: object) -> Any:
     if is_tensor(x):
         assert isinstance(x, (BufferView, Pointwise))
         return torch.empty((1,) * min(len(x.size), 1), dtype=x.dtype)
+    if isinstance(x, sympy.Expr):
+        return 1  # NOTE: a size expression: an int
     return x
 
 
@@ -85,6 +87,15 @@ def loader(
             return ops.to_dtype(t.load(broadcast_index(t.size, out_size, idx)), cdtype)
 
         return load
+    if isinstance(x, sympy.Expr) and not x.is_Integer:
+        size = x  # NOTE: an int argument or a size: evaluated in the kernel (size symbols)
+
+        def symbolic(idx: Sequence[Expr]) -> Ref:
+            return ops.index_expr(size, cdtype)
+
+        return symbolic
+    if isinstance(x, sympy.Expr):
+        x = int(x)
     assert isinstance(x, (bool, int, float)), f"unexpected pointwise operand {x!r}"
     value = x
 

@@ -30,7 +30,7 @@ from inductor.ir.nodes import (
 from inductor.ir.ops import ops
 from inductor.lowering.registry import find_lowering
 from inductor.sizevars import Expr
-from inductor.symbols import sym_expr, sym_sizes
+from inductor.symbols import size_hint, sym_expr, sym_sizes
 
 log = logging.getLogger("inductor.lowering")
 
@@ -116,7 +116,7 @@ class LoweringContext:
                 value.realized = viewed
                 return viewed
         if layout is None:
-            layout = Layout.contiguous(value.size, value.dtype, value.device)
+            layout = value.layout_hint or Layout.contiguous(value.size, value.dtype, value.device)
         if layout.numel() == 0:
             view = self.empty(layout)
             value.realized = view
@@ -125,7 +125,7 @@ class LoweringContext:
         buf = ComputedBuffer(name, layout, None, self.node.name if self.node else "")
         # NOTE: iterate in the storage order of the output, so the innermost loop writes
         # contiguously (and vectorizes) even for permuted layouts.
-        order = sorted(range(len(layout.size)), key=lambda d: -layout.stride[d])
+        order = sorted(range(len(layout.size)), key=lambda d: -size_hint(layout.stride[d]))
         sizes = [layout.size[d] for d in order]
 
         def body(idx: list[Expr]) -> None:
@@ -199,7 +199,9 @@ class LoweringContext:
                 else:
                     self.env[node] = t
             elif node.op == "call_function":
-                self.env[node] = self.lower_call(node)
+                self.env[node] = value = self.lower_call(node)
+                if isinstance(value, Pointwise) and value.layout_hint is None:
+                    value.layout_hint = _channels_last_hint(example_value(node), value)
             elif node.op == "output":
                 (result,) = node.args
                 self.outputs = [
@@ -279,3 +281,21 @@ def _as_list(result: Any) -> list[Any]:
     if isinstance(result, (tuple, list)):
         return list(result)
     return [result]
+
+
+def _channels_last_hint(meta: Any, value: Pointwise) -> Layout | None:
+    """The channels-last layout eager gives this node's value, if it has one.
+
+    NOTE: a value stored in its own (contiguous) order where eager has it channels-last
+    makes the convolution that reads it return contiguous where its meta says
+    channels-last, and every conversion between the two is a copy: channels-last values
+    (the user's channels-last models, `layout_opt`'s graphs) are stored as eager stores
+    them. Other permuted layouts keep the contiguous default."""
+    if (not isinstance(meta, torch.Tensor) or meta.dim() != 4 or meta.is_contiguous()
+            or not meta.is_contiguous(memory_format=torch.channels_last)):
+        return None
+    if not all(isinstance(n, int) for n in (*meta.shape, *meta.stride())):
+        return None
+    if tuple(meta.shape) != tuple(value.size) or meta.dtype != value.dtype:
+        return None
+    return Layout(tuple(meta.shape), tuple(meta.stride()), 0, value.dtype, value.device)

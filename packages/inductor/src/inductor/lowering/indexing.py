@@ -27,7 +27,8 @@ aten = torch.ops.aten
 def _broadcast_shape(shapes: Sequence[Sequence[int]]) -> tuple[int, ...]:
     out: list[int] = []
     for dims in zip(*[[1] * (max(map(len, shapes)) - len(s)) + list(s) for s in shapes]):
-        out.append(max(dims) if min(dims) != 0 else 0)
+        # NOTE: the dim that is not 1 (a symbolic size is never 1)
+        out.append(0 if 0 in dims else next((d for d in dims if d != 1), 1))
     return tuple(out)
 
 

@@ -20,8 +20,8 @@ from inductor.ir.ops import Ref, compute_dtype, ops
 from inductor.lowering.common import normalize_dims, out_meta
 from inductor.lowering.context import LoweringContext
 from inductor.lowering.registry import lowering
-from inductor.sizevars import Expr
-from inductor.symbols import sym_sizes
+from inductor.sizevars import Expr, is_static
+from inductor.symbols import SymbolicUnsupported, size_hint, sym_sizes
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -132,7 +132,7 @@ def _mean(ctx: LoweringContext, x: TensorValue, dims: Any = None, keepdim: bool 
     cd = compute_dtype(meta.dtype)
 
     def post(v: Ref) -> Ref:
-        return ops.truediv(v, ops.constant(float(n), cd))
+        return ops.truediv(v, _count(n, cd))
 
     return reduce(ctx, x, ds, "sum", meta.dtype, keepdim=keepdim and nd > 0,
                   layout=_node_layout(ctx), post=post)
@@ -240,12 +240,12 @@ def _var(ctx: LoweringContext, x: TensorValue, dims: Any, correction: Any,
     cd = compute_dtype(dtype)
     # NOTE: ATen accumulates a float var/std in double (Welford); over long rows so do we
     # (short rows, as in layer norm, keep float for speed; their error is small anyway).
-    acc = torch.float64 if dtype.is_floating_point and n > CASCADE_MIN else cd
+    acc = torch.float64 if dtype.is_floating_point and size_hint(n) > CASCADE_MIN else cd
     mean_layout = Layout.contiguous(
         tuple(1 if d in ds else x.size[d] for d in range(nd)), dtype, x.device)
 
     def mean_post(v: Ref) -> Ref:
-        return ops.truediv(v, ops.constant(float(n), acc))
+        return ops.truediv(v, _count(n, acc))
 
     mean = reduce(ctx, x, ds, "sum", dtype, keepdim=True, layout=mean_layout, post=mean_post,
                   acc_dtype=acc)
@@ -259,6 +259,10 @@ def _var(ctx: LoweringContext, x: TensorValue, dims: Any, correction: Any,
         return ops.mul(diff, diff)
 
     def var_post(v: Ref) -> Ref:
+        if not is_static(n):
+            if corr not in (0.0, 1.0):
+                raise SymbolicUnsupported(f"correction {corr} over a symbolic size")
+            return ops.truediv(v, _count(n - int(corr), acc))  # NOTE: a size symbol is >= 2
         return ops.truediv(v, ops.constant(max(n - corr, 0.0), acc))
 
     var = reduce(ctx, x, ds, "sum", dtype, keepdim=keepdim, layout=layout,
@@ -289,3 +293,11 @@ def _var_mean(ctx: LoweringContext, x: TensorValue, dims: Any = None, *,
         return var, apply_view(mean, sym_sizes(meta.shape),
                                reshape_map(mean.size, sym_sizes(meta.shape)))
     return var, mean
+
+
+def _count(n: object, dtype: torch.dtype) -> Ref:
+    """The number of elements `n` as a value: a constant, or for a symbolic size its
+    expression, evaluated in the kernel from the size arguments."""
+    if is_static(n):
+        return ops.constant(float(n), dtype)  # type: ignore[arg-type]
+    return ops.index_expr(n, dtype)

@@ -11,7 +11,7 @@ from typing import Any
 import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 import torch
 
-from inductor.ir.layout import Layout, contiguous_strides
+from inductor.ir.layout import Layout, contiguous_strides, view_strides
 from inductor.ir.nodes import BufferView, Pointwise, TensorValue
 from inductor.ir.ops import Ref, ops
 from inductor.lowering.common import normalize_dim, out_size
@@ -23,6 +23,7 @@ from inductor.sizevars import (
     FloorDiv,
     ModIndex,
     index_symbol,
+    is_static,
     linear_coefficients,
     simplify_index,
 )
@@ -48,6 +49,15 @@ def apply_view(x: TensorValue, new_size: Sequence[int], mapping: IndexMap) -> Te
                 syms.append(sym)
                 ranges[sym] = s
                 idx.append(sym)
+        reshape = getattr(mapping, "reshape", None)
+        if reshape is not None and not all(is_static(s) for s in (
+                *new_size, *x.layout.size, *x.layout.stride)):
+            # NOTE: symbolic sizes: a reshape's strides by ATen's view rule (its index
+            # arithmetic does not simplify over loops of unknown length)
+            strides = view_strides(x.layout.size, x.layout.stride, new_size)
+            if strides is not None and tuple(reshape[0]) == tuple(x.layout.size):
+                return BufferView(x.buffer, Layout(new_size, strides,  # type: ignore[arg-type]
+                                                   x.layout.offset, x.dtype, x.device))
         expr = simplify_index(sympy.expand(x.layout.index(mapping(idx))), ranges)
         lin = linear_coefficients(expr, syms)
         if lin is not None:
@@ -85,6 +95,7 @@ def reshape_map(old: Sequence[int], new: Sequence[int]) -> IndexMap:
             result.append(term)
         return result
 
+    mapping.reshape = (tuple(old), tuple(new))  # type: ignore[attr-defined]  # see apply_view
     return mapping
 
 
@@ -97,6 +108,14 @@ def _view(ctx: LoweringContext, x: TensorValue, size: Sequence[int]) -> TensorVa
     if 0 in new or 0 in x.size:
         return Pointwise(tuple(new), x.dtype, x.device,
                          lambda idx: ops.constant(0, x.dtype))
+    if isinstance(x, BufferView) and not all(
+            is_static(s) for s in (*new, *x.layout.size, *x.layout.stride)):
+        # NOTE: symbolic sizes: the flat index's FloorDiv/ModIndex do not simplify over a
+        # loop of unknown length; ATen's view rule gives the strides directly.
+        strides = view_strides(x.layout.size, x.layout.stride, new)
+        if strides is not None:
+            return BufferView(x.buffer, Layout(tuple(new), strides,  # type: ignore[arg-type]
+                                               x.layout.offset, x.dtype, x.device))
     return apply_view(x, new, reshape_map(x.size, new))
 
 
@@ -254,7 +273,7 @@ def _cat(ctx: LoweringContext, tensors: Sequence[Any], dim: int = 0) -> Any:
         value: Ref | None = None
         for t, off in reversed(list(zip(parts, offsets))):
             sub = list(idx)
-            sub[dim] = Clamp(idx[dim] - off, 0, max(t.size[dim] - 1, 0))
+            sub[dim] = Clamp(idx[dim] - off, 0, _last(t.size[dim]))
             v = ops.to_dtype(t.load(sub), dtype)
             if value is None:
                 value = v
@@ -287,7 +306,7 @@ def _pad(ctx: LoweringContext, x: TensorValue, pad: Sequence[int], value: float 
                 sub.append(idx[d])
                 continue
             shifted = idx[d] - lo
-            sub.append(Clamp(shifted, 0, max(src.size[d] - 1, 0)))
+            sub.append(Clamp(shifted, 0, _last(src.size[d])))
             i = ops.index_expr(idx[d], torch.int64)
             conds.append(ops.logical_and(
                 ops.ge(i, ops.constant(lo, torch.int64)),
@@ -386,3 +405,9 @@ def _select_scatter(ctx: LoweringContext, base: TensorValue, src: TensorValue, d
         return ops.where(cond, ops.to_dtype(src.load(sub), dtype), base.load(list(idx)))
 
     return Pointwise(tuple(base.size), dtype, base.device, inner)
+
+
+def _last(size: Any) -> Any:
+    """The last index of a dim (0 for an empty one; a symbolic size is >= 1 where a kernel
+    reads it)."""
+    return max(size - 1, 0) if is_static(size) else size - 1
