@@ -172,7 +172,6 @@ DEVICE = "cpu"  # `--device cuda`: models, inputs and timings on the GPU
 DTYPE = torch.float32  # `--dtype bfloat16`: parameters and floating inputs in that type
 BUDGET_S = 4.0  # `--budget`: seconds of paired timing per step (eager and the compiled step)
 WARM = True  # `--no-warm`: skip the warm and disk-only recompiles (nan in those columns)
-MODE: str | None = None  # `--mode reduce-overhead`: ours and torch.compile in that mode
 MODE = "default"  # `--mode reduce-overhead`: CUDA graphs (ours: option cudagraphs; torch.compile's mode)
 
 
