@@ -8,7 +8,8 @@ each length once (default: 16 lengths from 8 to 512). Printed per system: the to
 the sweep, compiles included, and the number of graphs compiled (a counting backend around
 ours and one around torch's). Then, at `--steady` lengths, the steady-state time of the
 graph compiled for symbolic sizes (automatic dynamic) against one compiled static
-(`dynamic=False`) at the same size. Every output is checked against eager.
+(`dynamic=False`) at the same size, medians of interleaved calls. Every output is checked
+against eager.
 """
 
 from __future__ import annotations
@@ -70,16 +71,22 @@ def _sweep(fn: Callable[[torch.Tensor], torch.Tensor], cases: Cases) -> float:
     return seconds
 
 
-def _steady(fn: Callable[[torch.Tensor], Any], length: int, iters: int = 20) -> float:
+def _steady(fns: list[Callable[[torch.Tensor], Any]], length: int,
+            iters: int = 30) -> list[float]:
+    """Median seconds per call of each of `fns` at `length`, their calls interleaved (the
+    machine's load drifts; interleaving gives each the same share of it)."""
     ids = torch.randint(0, 1000, (1, length))
-    times = []
+    times: list[list[float]] = [[] for _ in fns]
     with torch.no_grad():
-        fn(ids)
-        for _ in range(iters):
-            start = time.perf_counter()
+        for fn in fns:
             fn(ids)
-            times.append(time.perf_counter() - start)
-    return statistics.median(times)
+            fn(ids)
+        for _ in range(iters):
+            for fn, out in zip(fns, times):
+                start = time.perf_counter()
+                fn(ids)
+                out.append(time.perf_counter() - start)
+    return [statistics.median(t) for t in times]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,8 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     picks = lengths[len(lengths) // 4::max(1, len(lengths) // max(args.steady, 1))]
     for length in picks[:args.steady]:
         static = compiler.compile(logits(model), backend=args.backend, dynamic=False)
-        symbolic_time = _steady(fn, length)
-        static_time = _steady(static, length)
+        symbolic_time, static_time = _steady([fn, static], length)
         print(f"steady state at length {length}: symbolic {symbolic_time * 1e3:.3f} ms, "
               f"static {static_time * 1e3:.3f} ms ({symbolic_time / static_time:.2f}x)")
     return 0

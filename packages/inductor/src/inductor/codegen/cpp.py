@@ -635,7 +635,17 @@ class KernelGen:
                 self.group, parallel_reduction=parallel_reduction)
         self._row_cache = self._row_caches[parallel_reduction]
         for arr, size, dtype in self._row_cache.arrays():
-            w.line(f"{ctype(dtype)} {arr}[{size}];")
+            if is_static(size):
+                w.line(f"{ctype(dtype)} {arr}[{size}];")
+                continue
+            # NOTE: a row of symbolic length: a per-thread array, grown when a longer row
+            # comes (kept for the next calls; one per thread and kernel)
+            t, length = ctype(dtype), cexpr(size)
+            w.line(f"static thread_local {t}* {arr}_store = nullptr;")
+            w.line(f"static thread_local int64_t {arr}_cap = 0;")
+            w.line(f"if ({arr}_cap < {length}) {{ delete[] {arr}_store; "
+                   f"{arr}_store = new {t}[{length}]; {arr}_cap = {length}; }}")
+            w.line(f"{t}* __restrict__ {arr} = {arr}_store;")
         for n in self.group.nodes:
             self._node(w, n, parallel_reduction)
 

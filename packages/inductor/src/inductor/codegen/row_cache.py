@@ -77,8 +77,9 @@ class RowCache:
                 continue
             inner = split_node(n.body, self.group.outer)
             assert inner is not None
-            if (not is_static(inner.inner_ranges[0])  # NOTE: a stack array: a known size
-                    or inner.inner_ranges[0] > _ROW_CACHE_MAX or inner.inner_ranges[0] < 1):
+            # NOTE: a symbolic length: a per-thread heap array (codegen/cpp.py)
+            if is_static(inner.inner_ranges[0]) and (
+                    inner.inner_ranges[0] > _ROW_CACHE_MAX or inner.inner_ranges[0] < 1):
                 continue
             v = red.args[1]
             key = keys[v.id]
