@@ -21,6 +21,7 @@ import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from inductor import config
 from inductor.ir.nodes import InputBuffer
 from inductor.symbols import (
     SymbolicUnsupported,
@@ -115,6 +116,9 @@ class PerSize:
         self.gm = gm
         self.compile_static = compile_static
         self.compiled: dict[tuple[Any, ...], Any] = {}
+        # NOTE: compiles happen at call time, outside the compiled function's options
+        # (`options={...}` of compiler.compile): keep those in effect now
+        self.options = config.values()
 
     def __call__(self, *args: Any) -> Any:
         key = tuple((tuple(a.shape), a.stride(), a.storage_offset(), a.dtype, a.device)
@@ -129,7 +133,8 @@ class PerSize:
                 fn = self.gm
             else:
                 log.info("inductor: compiling a symbolic graph for the sizes %s", key)
-                fn = self.compile_static(gm, fakes)
+                with config.patch(self.options):
+                    fn = self.compile_static(gm, fakes)
             self.compiled[key] = fn
         return fn(*args)
 

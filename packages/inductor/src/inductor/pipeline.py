@@ -35,6 +35,7 @@ from inductor.layout_opt import channels_last_convolutions
 from inductor.lowering import load_rules
 from inductor.lowering.context import LoweringContext
 from inductor.lowering.extern import aten_only_reason, aten_op_counts
+from inductor.runtime.cpp_build import CompilerUnusable
 from inductor.runtime.cudagraphs import cudagraph_call, runs_on_cpu
 from inductor.scheduler.fusion import FusedGroup, Step, assign_locals, fuse, remove_dead
 from inductor.scheduler.memory import plan_memory
@@ -235,6 +236,8 @@ def _compile_symbolic(gm: torch.fx.GraphModule,
             raise SymbolicUnsupported("compiling specialized a symbolic size")
         t1 = time.perf_counter()
         functions = load_planned(planned)
+    except CompilerUnusable:
+        raise  # no strategy builds without a compiler: the user's configuration error
     except Exception as error:  # compiled per size instead, never wrong
         log.info("inductor: symbolic sizes not compiled (%s: %s); compiling for the sizes "
                  "of each call", type(error).__name__, error,

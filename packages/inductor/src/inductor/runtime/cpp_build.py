@@ -47,7 +47,12 @@ _LIBRARY = re.compile(r"^lib_([0-9a-f]{32})\.so$")
 
 
 class BuildError(RuntimeError):
-    pass
+    """A kernel library could not be built or loaded."""
+
+
+class CompilerUnusable(BuildError):
+    """The configured C++ compiler is missing or does not run: no kernel of any graph can
+    be built (unlike a compile error in one kernel), so no fallback strategy helps."""
 
 
 def _cache() -> DiskCache:
@@ -72,9 +77,9 @@ def _recorded_version(cache: DiskCache, cxx: str) -> str:
     try:
         version = cache.compiler_version(cxx)
     except (OSError, subprocess.SubprocessError) as e:
-        raise BuildError(f"C++ compiler {cxx!r} not usable: {e}") from e
+        raise CompilerUnusable(f"C++ compiler {cxx!r} not usable: {e}") from e
     if version is None:
-        raise BuildError(f"C++ compiler {cxx!r} not found, and the kernel cache "
+        raise CompilerUnusable(f"C++ compiler {cxx!r} not found, and the kernel cache "
                          f"{cache.primary} has no record of it")
     return version
 
@@ -177,7 +182,7 @@ def _compile(source: str, out: Path) -> None:
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         except OSError as e:  # NOTE: not a cache problem: no compiler to build with
-            raise BuildError(f"C++ compiler {config.options.cxx!r} did not run: {e}") from e
+            raise CompilerUnusable(f"C++ compiler {config.options.cxx!r} did not run: {e}") from e
     finally:
         src_name.unlink(missing_ok=True)
     if proc.returncode != 0:
