@@ -34,6 +34,27 @@ __all__ = ["FunctionalGraph", "FunctionalizationError", "OutputSpec", "functiona
 aten = torch.ops.aten
 
 
+def _size_expression(origin: fx.Node | None) -> Any:
+    """The traced SymInt of a node reading back a size expression (`aotgrad.symbolic`'s
+    `_local_scalar_dense` of sizes and symbolic int arguments), else None.
+
+    NOTE: running the op again on fakes would make a new data-dependent symbol of it; the
+    trace's value is the expression over the input symbols that backends evaluate.
+    """
+    if origin is None or origin.target is not torch.ops.aten._local_scalar_dense.default:
+        return None
+    value = origin.meta.get("example_value")
+    if not isinstance(value, torch.SymInt):
+        return None
+    free = value.node.expr.free_symbols
+    if not free or any(str(s).startswith("u") for s in free):
+        return None
+    return value
+
+class FunctionalizationError(RuntimeError):
+    """A mutation or aliasing pattern our functionalization cannot express."""
+
+
 class FunctionalizationError(RuntimeError):
     """A mutation or aliasing pattern our functionalization cannot express."""
 
@@ -175,7 +196,8 @@ class _Functionalizer:
     def emit(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
              origin: fx.Node | None) -> fx.Node:
         node = self.graph.call_function(target, args, kwargs)
-        node.meta["example_value"] = self._example(target, args, kwargs)
+        node.meta["example_value"] = _size_expression(origin) or self._example(
+            target, args, kwargs)
         if origin is not None:
             for key in COPIED_META_KEYS:
                 if key in origin.meta:
@@ -279,6 +301,8 @@ class _Functionalizer:
                 new.meta.update(node.meta)
                 if self._is_tensor_node(node):
                     self.new_storage(node, new, input_index)
+                else:  # NOTE: a symbolic int argument (`aotgrad.dynamic`)
+                    self.scalars[node] = new
                 input_index += 1
             elif node.op == "get_attr":
                 new = self.graph.get_attr(node.target)
