@@ -148,8 +148,6 @@ def test_attention_over_sequence_lengths(kernels: list[str]) -> None:
 
 
 def _int_argument(kernels: list[str]) -> list[int]:
-    # NOTE: not `x[:, :n]`: slicing by a symbolic int specializes it in the capture/aotgrad
-    # trace (a graph per value on aot_eager too; torch.compile compiles 2)
     def scale_rows(x: torch.Tensor, n: int) -> torch.Tensor:
         return (x * n).softmax(-1) + n
 
@@ -163,11 +161,23 @@ def test_int_argument(kernels: list[str]) -> None:
     _int_argument(kernels)
 
 
-@pytest.mark.xfail(strict=True, reason="aotgrad's runner takes the tensors only: an int "
-                   "argument is a constant of its graph, keyed by value (one inductor "
-                   "compile per value behind the symbolic capture entry)")
 def test_int_argument_kernels_compiled_once(kernels: list[str]) -> None:
+    """The symbolic int is an input of aotgrad's graphs: one kernel set for every value."""
     _steady(_int_argument(kernels), 1)
+
+
+def test_int_argument_training(kernels: list[str]) -> None:
+    """A symbolic int read by the forward and the backward (`x * n`'s gradient is n times
+    the incoming one): an input of both graphs, compiled once."""
+    def f(x: torch.Tensor, w: torch.Tensor, n: int) -> torch.Tensor:
+        return torch.tanh(x / n + w) * (n - 1) + x.sum(1, keepdim=True) / n
+
+    torch.manual_seed(0)
+    calls = [(torch.randn(4, 8, requires_grad=True), torch.randn(8, requires_grad=True), n)
+             for n in (3, 5, 8, 13, 21, 34, 6, 9)]
+    ours, theirs, after = run_both(f, calls, kernels, grad=True)
+    assert ours <= theirs == 2
+    _steady(after, 1)
 
 
 def test_mark_dynamic_compiles_once(kernels: list[str]) -> None:

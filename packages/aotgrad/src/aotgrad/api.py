@@ -71,9 +71,11 @@ def _with_closure(fn: Any, cells: tuple[Any, ...]) -> Any:
     return clone
 
 
-def _storages_overlap(tensors: Sequence[torch.Tensor]) -> bool:
+def _storages_overlap(tensors: Sequence[Any]) -> bool:
     seen: set[int] = set()
     for t in tensors:
+        if not isinstance(t, torch.Tensor):
+            continue  # NOTE: a symbolic int argument (`aotgrad.dynamic`)
         ptr = t.untyped_storage().data_ptr()
         if ptr in seen and t.numel() > 0:
             return True
@@ -239,15 +241,21 @@ class AotCompiled:
             return None
         runner, out_spec, flat_output = entry
         check_overlap = bool(runner.forward.mutated_inputs)
+        inputs: Sequence[Any] = tensors
+        if runner.leaf_inputs is not None:
+            # NOTE: graphs traced with symbolic int arguments take them as inputs too; such
+            # an entry serves flat positional calls only (`SymbolicSignature.key`).
+            inputs = [args[i] for i in runner.leaf_inputs]
         if fast_key is not None:
-            positions = None if len(tensors) == len(args) else [
-                i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+            positions = runner.leaf_inputs if runner.leaf_inputs is not None else (
+                None if len(tensors) == len(args) else [
+                    i for i, a in enumerate(args) if isinstance(a, torch.Tensor)])
             self.fast_cache[fast_key] = (runner, positions, check_overlap, out_spec, flat_output)
         if check_overlap and _storages_overlap(tensors):
             # NOTE: the graphs assume distinct input storages; a write through one of two
             # aliased inputs must show in the other, as only eager gets right.
             return self.fn(*args, **kwargs)
-        outs = runner(tensors)
+        outs = runner(inputs)
         if flat_output:
             return tuple(outs)
         return _output(outs, out_spec)
@@ -264,15 +272,18 @@ class AotCompiled:
         if entry is not None or not self._preparing:
             return entry
         _, in_spec = tree_flatten((args, {}, ()))
+        inputs = self.symbolic.inputs(leaves)
         try:
             with _config.patch(self.options) if self.options else contextlib.nullcontext():
                 runner, out_spec = self._compile_runner(self.symbolic.fakes(leaves), in_spec,
-                                                        training)
+                                                        training, inputs)
         except Exception as error:  # noqa: BLE001  # concrete sizes then, as before
             log.info("aotgrad: tracing with symbolic sizes failed (%s: %s); compiling for "
                      "the concrete sizes of each call", type(error).__name__, error)
             self.symbolic = None
             return None
+        if self.symbolic.ints:
+            runner.leaf_inputs = inputs
         flat_output = out_spec.type is tuple and all(c.is_leaf() for c in out_spec.children())
         entry = (runner, out_spec, flat_output)
         self.cache[symbolic_key] = entry
@@ -325,9 +336,12 @@ class AotCompiled:
         inputs = dict(zip(fn.swap_names, fn.swap_inputs))
         return _cache.graph_signature(fn.module, inputs)
 
-    def _flat_fn(self, leaves: list[Any], in_spec: Any) -> Callable[..., Any]:
-        """The function of the tensor leaves that the compiled graphs compute."""
-        positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+    def _flat_fn(self, leaves: list[Any], in_spec: Any,
+                 inputs: list[int] | None = None) -> Callable[..., Any]:
+        """The function of the tensor leaves (or of the leaves at the positions `inputs`:
+        tensors and symbolic ints) that the compiled graphs compute."""
+        positions = inputs if inputs is not None else [
+            i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
         constants = list(leaves)
         fn = self.fn
 
@@ -343,9 +357,10 @@ class AotCompiled:
         return flat_fn
 
     def _compile_runner(self, leaves: list[Any], in_spec: Any, training: bool,
-                        ) -> tuple[Runner, Any]:
-        flat_fn = self._flat_fn(leaves, in_spec)
-        tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
+                        inputs: list[int] | None = None) -> tuple[Runner, Any]:
+        flat_fn = self._flat_fn(leaves, in_spec, inputs)
+        tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)] if (
+            inputs is None) else [leaves[i] for i in inputs]
         decomps = self.decompositions
         if decomps is None:
             decomps = _config.options.decompositions

@@ -73,7 +73,7 @@ def double_backward(recompute: Recompute | str, inputs: Sequence[Any], versions:
             "backward with create_graph=True (double backward) through a compiled graph "
             f"that {recompute} is not supported; compute this part without compiling it "
             "(compiler.disable) or use create_graph=False")
-    if any(a._version != v for a, v in zip(inputs, versions)):
+    if any(getattr(a, "_version", 0) != v for a, v in zip(inputs, versions)):
         raise RuntimeError(
             "an input of a compiled graph was modified in place after its forward; backward "
             "with create_graph=True recomputes the forward from its inputs and needs them "

@@ -8,9 +8,13 @@ the entry's guards, so the guards check it. That is why the symbolic trace happe
 in that call (`AotCompiled.prepare`); a later compile (another grad mode, say) traces the
 concrete sizes of its call, keyed by them, as for static graphs.
 
+An int argument capture made symbolic (a placeholder whose example value is a SymInt) is an
+input of the ATen graphs (forward and backward), not a constant: the compiled graphs take it
+as an argument and serve every value (`SymbolicSignature.inputs`).
+
 IR in: the captured GraphModule's placeholder example values. IR out: per flat argument
-position the symbolic fake (or None), a cache key where symbolic sizes and strides are left
-out (the symbolic signature), and the fakes to trace with.
+position the symbolic fake or SymInt (or None), a cache key where symbolic sizes, strides
+and ints are left out (the symbolic signature), and the fakes to trace with.
 """
 
 from __future__ import annotations
@@ -26,16 +30,26 @@ __all__ = ["SymbolicSignature", "fake_mode_of", "symbolic_signature"]
 
 
 def _symbolic(value: object) -> bool:
+    if _symbolic_int(value):
+        return True
     return isinstance(value, FakeTensor) and any(
         not isinstance(s, int) for s in (*value.shape, *value.stride()))
 
 
+def _symbolic_int(value: object) -> bool:
+    """An int argument capture made a size symbol (its example value is a SymInt)."""
+    return isinstance(value, torch.SymInt) and bool(
+        getattr(value.node.expr, "is_Symbol", False))
+
+
 class SymbolicSignature:
-    """Per flat argument of a compiled captured graph: the fake with symbolic sizes capture
-    traced it with, or None (a concrete argument)."""
+    """Per flat argument of a compiled captured graph: the fake with symbolic sizes (or the
+    SymInt) capture traced it with, or None (a concrete argument)."""
 
     def __init__(self, examples: Sequence[object]) -> None:
         self.examples = list(examples)
+        #: flat argument positions of the symbolic ints
+        self.ints = frozenset(i for i, e in enumerate(self.examples) if _symbolic_int(e))
         self.masks: list[tuple[frozenset[int], frozenset[int]] | None] = [
             (frozenset(i for i, s in enumerate(e.shape) if not isinstance(s, int)),
              frozenset(i for i, s in enumerate(e.stride()) if not isinstance(s, int)))
@@ -49,6 +63,11 @@ class SymbolicSignature:
         head = key[:len(key) - len(leaves)]
         parts = list(key[len(key) - len(leaves):])
         for i, (leaf, mask) in enumerate(zip(leaves, self.masks)):
+            if i in self.ints:
+                if type(leaf) is not int:
+                    return None
+                parts[i] = ("symbolic", int)
+                continue
             if mask is None:
                 continue
             example = self.examples[i]
@@ -62,10 +81,18 @@ class SymbolicSignature:
             parts[i] = ("symbolic", *part)
         return (*head, *parts)
 
+    def inputs(self, leaves: Sequence[Any]) -> list[int]:
+        """The positions of the compiled graphs' inputs among `leaves`: the tensors and the
+        symbolic ints, in order."""
+        return [i for i, leaf in enumerate(leaves)
+                if isinstance(leaf, torch.Tensor) or i in self.ints]
+
     def fakes(self, leaves: Sequence[Any]) -> list[Any]:
         """`leaves` with each symbolic argument replaced by its fake (requires_grad and
-        leafness as the real argument's)."""
+        leafness as the real argument's) or its SymInt."""
         out = list(leaves)
+        for i in self.ints:
+            out[i] = self.examples[i]
         for i, example in enumerate(self.examples):
             if isinstance(example, FakeTensor):
                 real = leaves[i]

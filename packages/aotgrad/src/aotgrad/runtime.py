@@ -156,6 +156,10 @@ def tangents_reaching_inputs(fw_gm: fx.GraphModule,
 class InferenceRunner:
     """Runs the compiled functional forward alone (no input requires grad, or grad mode off)."""
 
+    #: positions of the graph inputs among the flat call arguments when they are not the
+    #: tensors alone (symbolic int arguments are inputs too: `aotgrad.dynamic`)
+    leaf_inputs: list[int] | None = None
+
     def __init__(self, forward: FunctionalGraph, fw_compiler: Compiler) -> None:
         self.forward = forward
         self.compiled = fw_compiler(forward.gm, example_inputs(forward.gm))
@@ -180,6 +184,9 @@ class TrainingRunner:
     the compiled graphs (the backward is compiled once, lazily, for all of them) that records
     saved bytes in another counter (the compiled-graph cache hands runners out this way).
     """
+
+    #: as `InferenceRunner.leaf_inputs`
+    leaf_inputs: list[int] | None = None
 
     def __init__(self, forward: FunctionalGraph, fw_gm: fx.GraphModule, bw_gm: fx.GraphModule,
                  *, num_fwd_outputs: int, tangent_outputs: Sequence[int],
@@ -254,7 +261,8 @@ class TrainingRunner:
             def forward(ctx: Any, *args: Any) -> Any:
                 # NOTE: for a backward with create_graph=True (`aotgrad.double_backward`)
                 ctx.inputs = args
-                ctx.versions = [a._version for a in args]
+                # NOTE: a symbolic int argument has no version (`aotgrad.dynamic`)
+                ctx.versions = [getattr(a, "_version", 0) for a in args]
                 # NOTE: backward sees which outputs got no gradient (None, not zeros).
                 ctx.set_materialize_grads(False)
                 outs = fw(*args)

@@ -113,6 +113,10 @@ class AtenTracer(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: 
             assert isinstance(value, torch.Tensor)
             self.bind(value, node)
             self._note_sizes(node, value)
+        elif isinstance(value, torch.SymInt):
+            # NOTE: a symbolic int argument (`aotgrad.dynamic`): ops reading its symbol
+            # read this input, not a constant of the graph.
+            self._sym_nodes.setdefault(_sym_key(value), node)
         return node
 
     def node_of(self, value: torch.Tensor) -> fx.Node:
