@@ -46,6 +46,7 @@ from capture.bytecode import codegen, versions
 from capture.bytecode.instructions import Instruction, decode, exception_handler
 from capture.contexts import copyable_exception, enter_autocast, fresh_exception
 from capture.graph_break import GraphBreakKind, Unsupported
+from capture.interp import context_specials
 from capture.shallow import compiled_module_call, shallow_call
 from capture.values import (
     NULL,
@@ -124,8 +125,9 @@ def make_function(code: types.CodeType, f_globals: dict[str, object],
 
 def _grad_exit_mode(tx: Translator, value: Value) -> bool | None:
     """For the exit callable of an open grad-mode `with` block, the mode it set."""
-    if not (isinstance(value, MethodValue) and isinstance(value.self_value, ContextValue)):
+    if not _is_context_exit(value):
         return None
+    assert isinstance(value, MethodValue) and isinstance(value.self_value, ContextValue)
     ctx = value.self_value
     if ctx.kind == "autocast":
         return None
@@ -135,9 +137,19 @@ def _grad_exit_mode(tx: Translator, value: Value) -> bool | None:
     return bool(ctx.args[0])
 
 
+def _is_context_exit(value: Value) -> bool:
+    """Whether `value` is the exit callable BEFORE_WITH pushed for a torch context (not
+    another bound method of the context object, such as `enable_grad().clone` that
+    `torch.enable_grad()` used as a decorator calls)."""
+    return (isinstance(value, MethodValue) and isinstance(value.self_value, ContextValue)
+            and isinstance(value.func, ConstantValue)
+            and value.func.value is context_specials.context_exit)
+
+
 def _autocast_block(value: Value) -> ContextValue | None:
     """For the exit callable of an open `torch.autocast` block, its context."""
-    if (isinstance(value, MethodValue) and isinstance(value.self_value, ContextValue)
+    if (_is_context_exit(value) and isinstance(value, MethodValue)
+            and isinstance(value.self_value, ContextValue)
             and value.self_value.kind == "autocast"):
         return value.self_value
     return None

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx
+from guards.sources import CallSource
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
@@ -24,6 +25,7 @@ from torch._subclasses.fake_tensor import (
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from capture.graph_break import HINT_DATA_DEPENDENT, GraphBreakKind, unsupported
+from capture.output_graph import GuardKind
 from capture.values import (
     ConstantValue,
     DictValue,
@@ -227,6 +229,14 @@ def call_torch(
         hint = next((h for f, h in _REFUSED_HINTS.items() if refused == _REFUSED[f]),
                     HINT_DATA_DEPENDENT)
         raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, refused, hint)
+    grad_flag = kwargs.get("requires_grad")
+    if isinstance(grad_flag, ConstantValue) and grad_flag.value:
+        # NOTE: a new leaf that requires grad: a functionalizing backend's graph outputs are
+        # made by its runtime wrapper, so the leaf would come back unconnected to the uses
+        # of it later in the graph (backward then finds no path to it): make it for real.
+        raise unsupported(GraphBreakKind.UNSUPPORTED_CALL,
+                          f"{getattr(fn, '__name__', fn)}(..., requires_grad=True) inside a "
+                          "compiled function (a new leaf tensor)", _HINT_RUN_EAGERLY)
     has_tensor = any(_contains_tensor(a) for a in args) or any(
         _contains_tensor(v) for v in kwargs.values()
     )
@@ -265,6 +275,10 @@ def call_torch(
         raise unsupported(
             GraphBreakKind.EXCEPTION, f"{name} raised {type(e).__name__}: {e}"
         ) from None
+    if name == "as_strided" and args and isinstance(args[0], TensorValue):
+        _refuse_strided_escape(args[0].fake, result)
+        if len(args) > 3 or "storage_offset" in kwargs:
+            _guard_absolute_offset(tx, args[0])
     if not _has_fake(result):
         if result is None and has_tensor:
             # An in-place operation returning None (e.g. operator.setitem): keep the node.
@@ -278,6 +292,42 @@ def call_torch(
         return ConstantValue(result)
     node = _make_node(tx, fn, args, kwargs, method, result)
     return wrap_result(tx, node, result)
+
+
+def _extent(t: Any) -> tuple[Any, Any] | None:
+    """The first and last storage element `t` reaches (None when it has no elements)."""
+    if t.numel() == 0:
+        return None
+    last = t.storage_offset() + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+    return t.storage_offset(), last
+
+
+def _refuse_strided_escape(source: Any, view: Any) -> None:
+    """`as_strided` reaching memory outside its source's elements (offsets are absolute in
+    the storage): a functionalizing backend replays writes through the view into the
+    source alone, so the call runs eagerly and the rest of the graph gets a real view."""
+    if not isinstance(view, torch.Tensor):
+        return
+    inner, outer = _extent(view), _extent(source)
+    if inner is None:
+        return
+    if outer is None or bool(inner[0] < outer[0]) or bool(inner[1] > outer[1]):
+        raise unsupported(GraphBreakKind.UNSUPPORTED_CALL,
+                          "as_strided reaching outside the memory of the tensor it views",
+                          "Take the view of the tensor that owns the memory (its base).")
+
+
+def _guard_absolute_offset(tx: Translator, value: TensorValue) -> None:
+    """`as_strided(..., storage_offset)` counts from the start of the storage: the view
+    depends on where the tensor starts in it. An input's offset is guarded; a view of an
+    input (whose offset follows the input's) runs eagerly."""
+    if value.source is not None:
+        tx.output.add_guard(CallSource(value.source, "storage_offset"), GuardKind.CONST_EQ,
+                            value.fake.storage_offset())
+    elif value.fake._is_view():
+        raise unsupported(GraphBreakKind.UNSUPPORTED_CALL,
+                          "as_strided with a storage offset on a view of another tensor",
+                          "Take the view of the tensor that owns the memory (its base).")
 
 
 def _run_fake(
