@@ -100,3 +100,33 @@ def test_a_view_of_an_input_is_saved_as_the_input() -> None:
     assert not any(n.op == "call_function" and storage_root(n).op == "placeholder"
                    for n in returned[joint.num_fwd_outputs:])
     check_partition_matches_eager("min_cut", fn, inputs)
+
+
+def test_batch_norm_recomputed_without_running_stats_at_budget_zero() -> None:
+    """Budget 0.0 recomputes a training-mode batch norm in the backward from its input,
+    weight and bias (`_native_batch_norm_legit.no_stats`): the running statistics, which
+    the forward overwrites, are not saved; the split still runs like eager autograd."""
+    inputs = _bn_inputs()
+    joint = build_joint(_bn_fn(True), inputs, decompositions=None)
+    nfwd = joint.num_fwd_outputs
+    assert any(n.target is aten._native_batch_norm_legit_functional.default
+               for n in joint.gm.graph.nodes), "no whole batch norm: the test checks nothing"
+    fw, bw = get_partitioner("memory_budget")(
+        joint.gm, num_fwd_outputs=nfwd, config=PartitionConfig(activation_memory_budget=0.0))
+    (out,) = [n for n in fw.graph.nodes if n.op == "output"]
+    saved = {n.name for n in out.args[0][nfwd:] if isinstance(n, torch.fx.Node)}
+    stats = [n.name for n in joint.gm.graph.nodes if n.op == "placeholder"][3:5]
+    assert not saved & set(stats), (saved, stats)
+    assert any(n.target is aten._native_batch_norm_legit.no_stats for n in bw.graph.nodes)
+    # run the split on real tensors and compare with eager autograd
+    x, w, b, rm, rv = (i.detach().clone() for i in inputs)
+    fw_out = fw(x, w, b, rm.clone(), rv.clone())
+    grads = bw(*fw_out[nfwd:], torch.ones(()))
+    xe, we, be = (t.clone().requires_grad_() for t in (x, w, b))
+    rme, rve = rm.clone(), rv.clone()
+    loss = _bn_fn(True)(xe, we, be, rme, rve)[0]
+    want = torch.autograd.grad(loss, [xe, we, be])
+    torch.testing.assert_close(fw_out[0], rme)
+    torch.testing.assert_close(fw_out[1], rve)
+    for got, expected in zip(grads[:3], want):
+        torch.testing.assert_close(got, expected)

@@ -206,3 +206,78 @@ def test_budget_options_are_listed_with_help() -> None:
         assert f"aotgrad.{name}" in listed
     assert "[0, 1]" in listed["aotgrad.activation_memory_budget"]
     assert "dp, greedy or ilp" in listed["aotgrad.solver"]
+
+
+def _buffers_of(model: torch.nn.Module) -> list[torch.Tensor]:
+    return [b.detach().clone() for b in model.buffers()]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_batch_norm_running_stats_are_not_saved_at_budget_zero(backend: str) -> None:
+    """A training-mode batch norm recomputed in the backward needs no running statistics
+    (its output, mean and rstd come from the input, weight and bias): budget 0.0 saves
+    nothing, where aot_eager saved a copy of each running-stat buffer (the forward
+    overwrites them); running statistics and gradients equal eager's."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+        torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 4)).train()
+    x = torch.randn(4, 3, 16, 16)
+
+    def loss(x: torch.Tensor) -> torch.Tensor:
+        return model(x).pow(2).mean()
+
+    start = _buffers_of(model)
+
+    def restore() -> None:
+        with torch.no_grad():
+            for b, s in zip(model.buffers(), start):
+                b.copy_(s)
+
+    want, _ = _step(loss, model, x)
+    want_buffers = _buffers_of(model)
+    compiled = compiler.compile(loss, backend=backend,
+                                options={"activation_memory_budget": 0.0})
+    restore()
+    _step(compiled, model, x)  # compiles
+    restore()
+    with _count_saved([*model.parameters(), *model.buffers(), x]) as saved:
+        out = compiled(x)
+    for p in model.parameters():
+        p.grad = None
+    out.backward()
+    _assert_same_grads([p.grad.clone() for p in model.parameters() if p.grad is not None],
+                       want)
+    for got_b, want_b in zip(model.buffers(), want_buffers):
+        torch.testing.assert_close(got_b, want_b)
+    assert saved[0] == 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("budget", [1.0, 0.5])
+def test_a_small_view_of_a_large_value_is_saved_as_a_copy(backend: str, budget: float) -> None:
+    """The second layer's weight gradient reads `h[:, 0]`, a view of the first layer's
+    output `h`, which the backward does not need otherwise: the forward returns a copy of
+    the view (1 KB), not the view that keeps all of `h` alive (65 KB, what eager autograd
+    saves), and the second layer's output (0.5 KB, for pow's gradient)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.Linear(32, 16))
+    x = torch.randn(8, 65, 32)
+
+    def loss(x: torch.Tensor) -> torch.Tensor:
+        h = model[0](x)
+        return model[1](h[:, 0]).pow(2).sum()
+
+    want, eager_bytes = _step(loss, model, x)
+    compiled = compiler.compile(loss, backend=backend,
+                                options={"activation_memory_budget": budget})
+    _step(compiled, model, x)
+    got, saved = _step(compiled, model, x)
+    _assert_same_grads(got, want)
+    view, out = 8 * 32 * 4, 8 * 16 * 4
+    assert eager_bytes == 8 * 65 * 32 * 4 + out
+    if budget == 1.0:
+        assert saved == view + out
+    else:
+        assert saved <= (view + out) / 2

@@ -31,6 +31,7 @@ from aotgrad.partition.analysis import (
     value_bytes,
 )
 from aotgrad.partition.options import PartitionConfig
+from aotgrad.partition.recompute import recompute_inputs
 from aotgrad.partition.split import Partition, PartitionError, split
 
 _SOURCE = "__source__"
@@ -132,7 +133,9 @@ def min_cut_saved_values(info: JointInfo, banned: Callable[[fx.Node], bool]) -> 
                 continue
             if user in info.tangent_dependent:
                 flow.add_edge(node_out, _SINK)
-            else:
+            elif node in recompute_inputs(info, user):
+                # NOTE: recomputing `user` needs `node` (not a running-stat buffer a batch
+                # norm only updates: `recompute.recompute_inputs`)
                 flow.add_edge(node_out, user.name + ".in")
     for node in nodes_in(info.grad_outputs):
         if info.is_forward_computable(node):

@@ -4,12 +4,14 @@ IR in: the joint graph (through its `JointInfo`) and a set of saved joint nodes.
 fw (primals -> forward outputs + saved values) and bw (saved values + tangents -> one gradient
 per primal), with every forward-computable node the backward needs and does not receive
 recomputed in the backward. Every partitioner only chooses the saved set and calls `split`.
+A saved view of a much larger value that is not saved itself is returned by the forward as a
+contiguous copy (compact.py), so that it does not keep the larger storage alive.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 from torch import fx
@@ -18,10 +20,15 @@ from aotgrad.partition.analysis import (
     JointInfo,
     is_saveable,
     nodes_in,
-    storage_root,
-    value_bytes,
 )
 from aotgrad.partition.checkpointed import recompute_checkpointed
+from aotgrad.partition.compact import (
+    compact_copies,
+    contiguous_copy,
+    contiguous_like,
+    saved_storage_bytes,
+)
+from aotgrad.partition.recompute import copy_for_recompute, recompute_inputs
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -48,7 +55,11 @@ def _copy_meta(src: fx.Node, dst: fx.Node) -> None:
     dst.meta = dict(src.meta)
 
 
-def _needed_from(roots: Iterable[fx.Node], stop: set[fx.Node]) -> set[fx.Node]:
+def _needed_from(
+    roots: Iterable[fx.Node],
+    stop: set[fx.Node],
+    inputs: Callable[[fx.Node], list[fx.Node]] = lambda n: n.all_input_nodes,
+) -> set[fx.Node]:
     needed: set[fx.Node] = set()
     stack = list(roots)
     while stack:
@@ -58,11 +69,13 @@ def _needed_from(roots: Iterable[fx.Node], stop: set[fx.Node]) -> set[fx.Node]:
         needed.add(node)
         if node in stop:
             continue
-        stack.extend(node.all_input_nodes)
+        stack.extend(inputs(node))
     return needed
 
 
-def _forward_graph(info: JointInfo, saved: list[fx.Node]) -> tuple[fx.Graph, set[fx.Node]]:
+def _forward_graph(
+    info: JointInfo, saved: list[fx.Node], copies: set[fx.Node]
+) -> tuple[fx.Graph, set[fx.Node]]:
     graph = fx.Graph()
     env: dict[fx.Node, fx.Node] = {}
     for primal in info.primals:
@@ -81,19 +94,25 @@ def _forward_graph(info: JointInfo, saved: list[fx.Node]) -> tuple[fx.Graph, set
         env[node] = graph.node_copy(node, env.__getitem__)
         computed.add(node)
     fwd = [fx.node.map_arg(v, env.__getitem__) for v in info.fwd_outputs]
-    graph.output(tuple(fwd + [env[s] for s in saved]))
+    kept: list[fx.node.Argument] = [
+        contiguous_copy(graph, env[s], s) if s in copies else env[s] for s in saved]
+    graph.output(tuple(fwd + kept))
     return graph, computed
 
 
 def _backward_graph(
-    info: JointInfo, saved: list[fx.Node]
+    info: JointInfo, saved: list[fx.Node], copies: set[fx.Node]
 ) -> tuple[fx.Graph, list[fx.Node]]:
     graph = fx.Graph()
     env: dict[fx.Node, fx.Node] = {}
     for node in saved + info.tangents:
         env[node] = graph.placeholder(node.name)
         _copy_meta(node, env[node])
-    needed = _needed_from(nodes_in(info.grad_outputs), stop=set(env))
+        if node in copies:
+            example = env[node].meta["example_value"]
+            env[node].meta["example_value"] = contiguous_like(example)
+    needed = _needed_from(nodes_in(info.grad_outputs), stop=set(env),
+                          inputs=lambda n: recompute_inputs(info, n))
     computed: list[fx.Node] = []
     for node in info.gm.graph.nodes:
         if node not in needed or node in env or node.op == "output":
@@ -102,7 +121,7 @@ def _backward_graph(
             raise PartitionError(
                 f"the backward needs {node.name} but it is not among the saved values"
             )
-        env[node] = graph.node_copy(node, env.__getitem__)
+        env[node] = copy_for_recompute(info, graph, node, env.__getitem__)
         computed.append(node)
     grads = [fx.node.map_arg(v, env.__getitem__) for v in info.grad_outputs]
     graph.output(tuple(grads))
@@ -121,8 +140,9 @@ def split(info: JointInfo, saved_nodes: Iterable[fx.Node]) -> Partition:
             raise PartitionError(f"cannot save {node.name}: it depends on a tangent")
         if not is_saveable(node):
             raise PartitionError(f"cannot save {node.name}: its value is not a tensor")
-    fw_graph, fw_computed = _forward_graph(info, saved)
-    bw_graph, bw_computed = _backward_graph(info, saved)
+    copies = compact_copies(saved)
+    fw_graph, fw_computed = _forward_graph(info, saved, copies)
+    bw_graph, bw_computed = _backward_graph(info, saved, copies)
     fw_graph.lint()
     bw_graph.lint()
     fw = fx.GraphModule(info.gm, fw_graph, class_name="ForwardGraph")
@@ -151,6 +171,6 @@ def saved_bytes(fw_graph: fx.GraphModule, num_fwd_outputs: int) -> int:
 
 def activation_bytes(nodes: Iterable[fx.Node]) -> int:
     """`saved_bytes` for a saved set given as graph nodes: the bytes of their distinct
-    storages (`storage_root`), primals' excluded."""
-    roots = {storage_root(n) for n in nodes}
-    return sum(value_bytes(r) for r in roots if r.op != "placeholder")
+    storages (`storage_root`), primals' excluded, views `split` saves as compact copies
+    at their own bytes (`compact.saved_storage_bytes`)."""
+    return saved_storage_bytes(nodes)
