@@ -285,7 +285,7 @@ def test_warm_cache_needs_no_compiler(tmp_path: pathlib.Path) -> None:
     # NOTE: a kernel that is not cached cannot be built: a clear error, not a crash
     other = _child(cache, env, scale=5.0)
     _, err = other.communicate(timeout=600)
-    assert other.returncode == 1 and "BuildError" in err and "'g++'" in err, err[-2000:]
+    assert other.returncode == 1 and "CompilerUnusable" in err and "'g++'" in err, err[-2000:]
 
 
 _WHERE = textwrap.dedent("""
