@@ -9,20 +9,23 @@ weights from configs, no downloads, dropout off), backend (aot_eager, inductor) 
 
 Saved activation bytes are measured, not estimated: `torch.autograd.graph.saved_tensors_hooks`
 around one step, each storage counted once, parameters and inputs left out. Step time
-(forward + backward) is the median of --repeat steps, ours, torch's and eager's interleaved
-in this one process. Each row checks the loss and every gradient against eager, and the
+(forward + backward): --repeat rounds (7 by default) after one untimed round, each round one
+step of ours, torch's and eager's in a rotating order (round-robin), so the load of a shared
+machine drifts over all three alike; ms columns are medians over rounds, t/torch and t/eager
+the medians of the per-round ratios. --threads (1 by default): intra-op threads, fewer than
+the cores so that other processes on a shared machine do not stall a parallel region. Each row checks the loss and every gradient against eager, and the
 Pareto SVG our compile wrote (the chosen point's saved bytes) against the measured bytes.
 
 Checks (PASS/FAIL per model and backend): our step compiled (capture ran no frame eagerly:
 such a row would measure eager); budget 1.0 saves at most eager's bytes and at most
 torch's x 1.02; every budget b saves at most b x budget 1.0's bytes and at most torch's at b
 (x 1.02); budget 0.0 saves nothing; gradients equal eager's; plotted = measured bytes.
-Step time at most torch's is reported (x torch column), not failed on: this machine's
-timings are noisy.
+Step time at most torch's is reported (t/torch column; rows above 1.1x are listed at the
+end), not failed on: this machine's timings are noisy.
 
 Usage: python tools/bench/memory_budget.py [--models gpt2-sdpa,gpt2-eager,vit,mlp,cnn]
            [--backends aot_eager,inductor] [--budgets 1.0,0.75,0.5,0.25,0.0] [--repeat N]
-           [--svg-dir DIR] [--svg-budgets 0.5,0.25] [--no-torch]
+           [--svg-dir DIR] [--svg-budgets 0.5,0.25] [--no-torch] [--threads N]
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ BUDGETS = (1.0, 0.75, 0.5, 0.25, 0.0)
 MODELS = ("gpt2-sdpa", "gpt2-eager", "vit", "mlp", "cnn")
 BACKENDS = ("aot_eager", "inductor")
 SLACK = 1.02  # "within 2%" of torch's bytes
+SLOW = 1.1  # step time ratio to torch.compile's listed at the end
 
 
 # NOTE: NamedTuple rather than dataclass: tools/bench/run.py loads this file without
@@ -74,6 +78,8 @@ class Row(NamedTuple):
     ours_ms: float
     torch_ms: float | None
     eager_ms: float
+    time_ratio: float | None  # median over rounds of ours / torch
+    eager_ratio: float  # median over rounds of ours / eager
     grads_ok: bool
     torch_grads_ok: bool | None
     fell_back: bool = False
@@ -214,6 +220,27 @@ def timed_step(fn: Callable[..., torch.Tensor], work: Workload) -> float:
     return time.perf_counter() - start
 
 
+def round_robin(fns: dict[str, Callable[..., torch.Tensor]], work: Workload,
+                rounds: int) -> dict[str, list[float]]:
+    """Step seconds of each function over `rounds` rounds (after one untimed round), one
+    step of each per round, the order rotating from round to round."""
+    names = list(fns)
+    times: dict[str, list[float]] = {name: [] for name in ("ours", "torch", "eager")}
+    for name in names:
+        timed_step(fns[name], work)
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            times[name].append(timed_step(fns[name], work))
+    return times
+
+
+def _median_ratio(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """The median over rounds of a[i] / b[i] (None without b)."""
+    if not a or not b:
+        return None
+    return statistics.median(x / y for x, y in zip(a, b))
+
+
 def same(a: Step, b: Step) -> bool:
     if not torch.allclose(a.loss, b.loss, rtol=1e-4, atol=1e-5):
         return False
@@ -308,18 +335,18 @@ def measure(work: Workload, backend: str, budgets: Sequence[float], eager: Step,
             for message in fallbacks:
                 print(f"  EAGER FALLBACK ({work.name}, {backend}, {budget}): {message}")
             torch_fn, torch_step = theirs(work, backend, budget) if with_torch else (None, None)
-            times: dict[str, list[float]] = {"ours": [], "torch": [], "eager": []}
-            for _ in range(repeat):
-                times["ours"].append(timed_step(mine, work))
-                if torch_fn is not None:
-                    times["torch"].append(timed_step(torch_fn, work))
-                times["eager"].append(timed_step(work.loss, work))
+            fns = {"ours": mine, "eager": work.loss}
+            if torch_fn is not None:
+                fns["torch"] = torch_fn
+            times = round_robin(fns, work, repeat)
         ms = {k: statistics.median(v) * 1e3 if v else None for k, v in times.items()}
         rows.append(Row(
             model=work.name, backend=backend, budget=budget, ours=step.saved,
             torch_bytes=torch_step.saved if torch_step else None, eager=eager.saved,
             plotted=plotted_bytes(svg) if svg is not None else None,
             ours_ms=ms["ours"] or 0.0, torch_ms=ms["torch"], eager_ms=ms["eager"] or 0.0,
+            time_ratio=_median_ratio(times["ours"], times["torch"]),
+            eager_ratio=_median_ratio(times["ours"], times["eager"]) or 0.0,
             grads_ok=same(step, eager),
             torch_grads_ok=same(torch_step, eager) if torch_step else None,
             fell_back=bool(fallbacks),
@@ -341,7 +368,7 @@ def _ratio(a: float | None, b: float | None) -> str:
 
 HEADER = (f"{'model':10} {'backend':9} {'budget':>6} {'ours MB':>8} {'torch MB':>8} "
           f"{'eager MB':>8} {'x torch':>7} {'x b=1':>6} {'plot MB':>8} {'ours ms':>8} "
-          f"{'torch ms':>8} {'eager ms':>8} {'t/torch':>7} {'grads':>5}")
+          f"{'torch ms':>8} {'eager ms':>8} {'t/torch':>7} {'t/eager':>7} {'grads':>5}")
 
 
 def _format(r: Row, full: int | None = None) -> str:
@@ -350,7 +377,8 @@ def _format(r: Row, full: int | None = None) -> str:
     return (f"{r.model:10} {r.backend:9} {r.budget:6.2f} {_mb(r.ours):>8} "
             f"{_mb(r.torch_bytes):>8} {_mb(r.eager):>8} {_ratio(r.ours, r.torch_bytes):>7} "
             f"{_ratio(r.ours, full) if full is not None else '':>6} {plotted:>8} {r.ours_ms:8.1f} {torch_ms:>8} {r.eager_ms:8.1f} "
-            f"{_ratio(r.ours_ms, r.torch_ms):>7} {'ok' if r.grads_ok else 'BAD':>5}"
+            f"{_ratio(r.time_ratio, 1.0):>7} {_ratio(r.eager_ratio, 1.0):>7} "
+            f"{'ok' if r.grads_ok else 'BAD':>5}"
             f"{'  EAGER' if r.fell_back else ''}")
 
 
@@ -386,7 +414,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--backends", default=",".join(BACKENDS))
     parser.add_argument("--budgets", default=",".join(str(b) for b in BUDGETS))
-    parser.add_argument("--repeat", type=int, default=5, help="timed steps per compile")
+    parser.add_argument("--repeat", type=int, default=7,
+                        help="timed rounds (one step of ours, torch's, eager's each)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch intra-op threads (0: one per core)")
     parser.add_argument("--svg-dir", default=str(ROOT / "out"),
                         help="where our compiles write their Pareto SVGs ('' for none)")
     # NOTE: a Pareto plot solves 21 budgets (a min cut or more each): tens of seconds for
@@ -418,7 +449,7 @@ def main(argv: list[str]) -> int:
 
 def _main(argv: list[str]) -> int:
     args = parse(argv)
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    torch.set_num_threads(args.threads if args.threads > 0 else max(1, os.cpu_count() or 1))
     # NOTE: torch's caches would hand one budget's compiled graphs to another budget.
     import torch._functorch.config as functorch_config
     import torch._inductor.config as inductor_config
@@ -431,8 +462,9 @@ def _main(argv: list[str]) -> int:
         svg_dir.mkdir(parents=True, exist_ok=True)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; saved bytes by "
           "saved-tensor hooks (distinct storages, parameters/buffers/inputs excluded); "
-          f"step ms: median of {args.repeat}; 'plot MB' '=': the Pareto SVG's chosen point "
-          "equals the measured bytes\n")
+          f"step ms: median of {args.repeat} round-robin rounds, t/torch and t/eager: median "
+          "of the per-round ratios; 'plot MB' '=': the Pareto SVG's chosen point equals the "
+          "measured bytes\n")
     print(HEADER, flush=True)
     rows: list[Row] = []
     for name in args.models.split(","):
@@ -448,6 +480,10 @@ def _main(argv: list[str]) -> int:
     for label, ok in results:
         if not ok:
             print(f"FAIL  {label}")
+    slow = [r for r in rows if r.time_ratio is not None and r.time_ratio > SLOW]
+    for r in slow:
+        print(f"SLOW  {r.model} {r.backend} {r.budget}: step {r.time_ratio:.2f}x torch.compile's "
+              "(reported, not a check)")
     failed = sum(1 for _, ok in results if not ok)
     print(f"\n{len(results) - failed} checks passed, {failed} failed")
     return 1 if failed else 0
