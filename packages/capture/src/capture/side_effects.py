@@ -28,6 +28,10 @@ class SideEffects:
         self.global_writes: dict[tuple[int, str], tuple[dict[str, object], str, Value]] = {}
         # Writes to existing closure cells: id(cell value) -> (cell value, new contents).
         self.cell_writes: dict[int, tuple[Value, Value]] = {}
+        # Closure cells of functions inlined so far: id(real cell) -> (real cell, its value),
+        # so that every function closing over one cell (or one function inlined twice) sees
+        # the writes made earlier in the trace.
+        self.real_cells: dict[int, tuple[object, Value]] = {}
 
     def mutate_container(self, container: Value) -> None:
         """Note that `container` (list, dict, set) changed.
@@ -101,6 +105,16 @@ class SideEffects:
     def store_cell(self, cell: Value, value: Value) -> None:
         """Record a write to a closure cell that exists outside the trace."""
         self.cell_writes[id(cell)] = (cell, value)
+
+    def cell_value(self, cell: object) -> Value | None:
+        """The value tracking the real closure cell `cell`, if a function using it was
+        inlined before in this trace."""
+        known = self.real_cells.get(id(cell))
+        return None if known is None else known[1]
+
+    def remember_cell(self, cell: object, value: Value) -> None:
+        """Track the real closure cell `cell` as `value` for the rest of the trace."""
+        self.real_cells[id(cell)] = (cell, value)
 
     def is_empty(self) -> bool:
         return not (self.containers or self.attr_writes or self.global_writes or self.cell_writes)

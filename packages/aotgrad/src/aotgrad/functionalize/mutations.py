@@ -55,10 +55,6 @@ class FunctionalizationError(RuntimeError):
     """A mutation or aliasing pattern our functionalization cannot express."""
 
 
-class FunctionalizationError(RuntimeError):
-    """A mutation or aliasing pattern our functionalization cannot express."""
-
-
 @dataclasses.dataclass(frozen=True)
 class OutputSpec:
     """How the runtime wrapper produces one user output.
@@ -163,6 +159,13 @@ def functional_variant(op: torch._ops.OpOverload) -> _Variant:
         if candidate is not None and not candidate._schema.is_mutable:
             if is_view_op(candidate):
                 return _Variant(candidate, "inplace_view")
+            return _Variant(candidate, "inplace")
+    if name.endswith("_"):
+        # NOTE: `normal_` -> `normal_functional`: same arguments, returns self's new value
+        candidate = _overload(name[:-1] + "_functional", overload)
+        if (candidate is not None and not candidate._schema.is_mutable
+                and _signature(candidate) == _signature(op)
+                and len(candidate._schema.returns) == 1):
             return _Variant(candidate, "inplace")
     candidate = _overload(name + "_functional", overload)
     if candidate is not None and not candidate._schema.is_mutable:

@@ -21,8 +21,9 @@ from guards.sources import (
 )
 
 from capture import torch_ops
-from capture.graph_break import GraphBreakKind, unsupported
+from capture.graph_break import GraphBreakKind, RaisedInTrace, unsupported
 from capture.interp import dispatch, lookup_guards, tensor_facts
+from capture.interp.builtins_table import special
 from capture.interp.private_objects import PrivateObjectValue, private_attr, private_store
 from capture.output_graph import GuardKind
 from capture.values import (
@@ -136,6 +137,15 @@ def _get_attr(tx: Translator, value: Value, name: str) -> Value:
             return wrap(output, result, None)
         if isinstance(obj, type):
             static = inspect.getattr_static(obj, name, None)
+            if static is not None and not any(name in k.__dict__ for k in obj.__mro__):
+                # NOTE: found on the metaclass (`Meta.factor`, a property computing from
+                # the class): its getter is traced, anything else read and guarded.
+                lookup_guards.guard_class_lookup(tx, obj, name)
+                lookup_guards.guard_class_lookup(tx, type(obj), name)
+                if isinstance(static, property) and static.fget is not None:
+                    return dispatch.call_value(tx, ConstantValue(static.fget), [value], {})
+                if base is not None and not callable(result):
+                    return wrap(output, result, AttrSource(base, name))
             if not (callable(static) or hasattr(type(static), "__get__")):
                 # `K.count`, `K.registry`: class-level state is guarded (read) and reloaded
                 # through the class (mutated), like any attribute of an object.
@@ -287,8 +297,53 @@ def guard_missing_attr(tx: Translator, value: Value) -> None:
             tx.output.add_guard(AttrSource(src, table), GuardKind.DICT_KEYS, tuple(entries))
 
 
-def _object_attr(tx: Translator, ov: ObjectValue, name: str) -> Value:
+def _user_hook(cls: type, name: str) -> types.FunctionType | None:
+    """The class's own Python `__getattribute__`/`__getattr__` (None: object's or a C one)."""
+    hook = inspect.getattr_static(cls, name, None)
+    return hook if isinstance(hook, types.FunctionType) else None
+
+
+def _call_attr_hook(tx: Translator, hook: types.FunctionType, ov: ObjectValue,
+                    name: str) -> Value:
+    """`hook(obj, name)` traced, so what it reads is guarded and what it changes replayed;
+    an AttributeError it raises is a missing attribute."""
+    try:
+        return dispatch.call_value(tx, ConstantValue(hook), [ov, ConstantValue(name)], {})
+    except RaisedInTrace as raised:
+        if isinstance(raised.exception, AttributeError):
+            raise AttrMissing(name) from None
+        raise
+
+
+@special(object.__getattribute__)
+def _object_getattribute(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """`object.__getattribute__(obj, name)` (and `super().__getattribute__(name)`): the
+    lookup without the class's own `__getattribute__`."""
+    if len(args) != 2 or kwargs or not args[1].is_constant():
+        raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, "object.__getattribute__ call")
+    name = args[1].as_constant()
+    owner = args[0]
+    if not isinstance(name, str) or not isinstance(owner, ObjectValue):
+        raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, "object.__getattribute__ call")
+    try:
+        return _object_attr(tx, owner, name, plain=True)
+    except AttrMissing:
+        raise RaisedInTrace(AttributeError(name)) from None
+
+
+def _object_attr(tx: Translator, ov: ObjectValue, name: str, plain: bool = False) -> Value:
     output = tx.output
+    if ov.obj is not None and not plain:
+        # NOTE: a class's own attribute hooks run on every read in eager: traced here.
+        hook = _user_hook(type(ov.obj), "__getattribute__")
+        if hook is not None:
+            try:
+                return _call_attr_hook(tx, hook, ov, name)
+            except AttrMissing:
+                fallback = _user_hook(type(ov.obj), "__getattr__")
+                if fallback is None:
+                    raise
+                return _call_attr_hook(tx, fallback, ov, name)
     if name in ov.attrs:
         return ov.attrs[name]
     if name == "__class__":
@@ -330,6 +385,23 @@ def _object_attr(tx: Translator, ov: ObjectValue, name: str) -> Value:
         found = _class_attr(tx, ov, type(obj), name)
         assert found is not None
         return found
+    getter = None if static is None else _user_hook(type(static), "__get__")
+    if getter is not None:
+        # NOTE: a descriptor written in Python: its `__get__` runs on every read in eager
+        # (it may count reads or compute from other state): traced.
+        lookup_guards.guard_class_lookup(tx, type(obj), name)
+        lookup_guards.guard_not_shadowed(tx, obj, src, name)
+        desc = wrap(output, static, ConstSource.of(static))
+        return dispatch.call_value(tx, ConstantValue(getter),
+                                   [desc, ov, ConstantValue(type(obj))], {})
+    if static is None and not plain:
+        fallback = _user_hook(type(obj), "__getattr__")
+        if fallback is not None:
+            # NOTE: not found by the normal lookup: the class's `__getattr__` decides, and
+            # what it reads (a table that may gain the name later) is guarded by tracing it.
+            lookup_guards.guard_class_lookup(tx, type(obj), name)
+            lookup_guards.guard_not_shadowed(tx, obj, src, name)
+            return _call_attr_hook(tx, fallback, ov, name)
     try:
         result = getattr(obj, name)
     except AttributeError:

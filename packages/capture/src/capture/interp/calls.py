@@ -303,13 +303,21 @@ def inline_function(
         }
         cells = []
         for i, cell in enumerate(fn.__closure__ or ()):
+            known = output.side_effects.cell_value(cell)
+            if isinstance(known, CellValue):
+                # NOTE: a cell seen before in this trace (`nonlocal count; count += 1` in a
+                # helper called twice): its pending contents, not the real cell's.
+                cells.append(known)
+                continue
+            csrc = ClosureSource(src, i, code.co_freevars[i])
             try:
                 contents = cell.cell_contents
             except ValueError:
-                cells.append(CellValue(None))
-                continue
-            csrc = ClosureSource(src, i, code.co_freevars[i])
-            cells.append(CellValue(wrap(output, contents, csrc), csrc))
+                made = CellValue(None, csrc)
+            else:
+                made = CellValue(wrap(output, contents, csrc), csrc)
+            output.side_effects.remember_cell(cell, made)
+            cells.append(made)
         closure = tuple(cells)
     if policy.is_disabled(code):
         raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, f"{name} is marked disabled")
@@ -393,6 +401,12 @@ def call_module(
 def construct(tx: Translator, cls: type, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """`cls(*args, **kwargs)` for a class without a special handler."""
 
+    if isinstance(inspect.getattr_static(type(cls), "__call__", None), types.FunctionType):
+        # NOTE: the metaclass's own `__call__` decides what calling the class does (count
+        # instances, return a cached one): it runs for real.
+        raise unsupported(GraphBreakKind.UNSUPPORTED_CALL,
+                          f"constructing {cls.__qualname__}, whose metaclass "
+                          f"{type(cls).__qualname__} defines __call__")
     if issubclass(cls, torch.nn.Module):
         module = _construct_stateless_module(cls, args, kwargs)
         if module is not None:
