@@ -17,15 +17,18 @@ import (1.3-2.4 s here). Capture cannot avoid it while it propagates fake tensor
 the ShapeEnv does: `FakeTensorMode()` imports `torch._dynamo.config` (so the whole package)
 and its dispatch is wrapped in `torch._disable_dynamo`, which imports `torch._dynamo` on the
 first call (measured: `FakeTensorMode()` alone 2.46 s in a fresh process, a `ShapeEnv()`
-after it 1.6 ms); torch.compile imports it too. Only a warm start that skips capture (a
-frame-level disk cache, or `--precompile`'s artifacts) would not pay it.
+after it 1.6 ms); torch.compile imports it too. A warm start that skips capture does not pay
+it: the frame disk cache (`compiler.frame_cache`: whole compiled frames recorded by the cold
+process, installed without capture when their guards pass) or `--precompile`'s artifacts.
 
 `--precompile`: `compiler.precompile` (training) in one process, then `load_precompiled` and
 the first training step timed in a fresh process with an empty cache, its outputs and
 gradients compared with the precompiling process' run of the artifact (`same`).
 
-Also printed: `hits` (compiled graphs our warm process read from disk) and `traced` (graphs
-it traced to ATen: 0 when the warm start skipped tracing).
+Also printed: `hits` (compiled graphs our warm process read from disk), `traced` (graphs
+it traced to ATen: 0 when the warm start skipped tracing), `captured` (frames it captured:
+0 when every frame came from the frame disk cache) and `dyn` (whether `torch._dynamo` was
+imported in the warm process).
 """
 
 from __future__ import annotations
@@ -137,6 +140,7 @@ def child(request: dict[str, Any]) -> dict[str, Any]:
         for p in model.parameters():
             p.requires_grad_(False)
     traced: list[int] = []
+    captured: list[int] = []
     if request["who"] == "torch":
         compile_fn: Any = lambda m: torch.compile(m)
     else:
@@ -152,6 +156,15 @@ def child(request: dict[str, Any]) -> dict[str, Any]:
             return run
 
         aotgrad.api.compile_training = counted(original[0])  # type: ignore[assignment]
+        import capture.frame
+
+        capture_original = capture.frame.CompiledFunction._compile
+
+        def counted_capture(self: Any, L: Any) -> Any:
+            captured.append(1)
+            return capture_original(self, L)
+
+        capture.frame.CompiledFunction._compile = counted_capture  # type: ignore[method-assign]
         aotgrad.api.compile_inference = counted(original[1])  # type: ignore[assignment]
         backend = request["who"]
         compile_fn = lambda m: compiler.compile(m, backend=backend)
@@ -176,7 +189,9 @@ def child(request: dict[str, Any]) -> dict[str, Any]:
     if profile is not None:
         profile.disable()
     elapsed = time.perf_counter() - t0
-    result: dict[str, Any] = {"first_call_s": elapsed, "traced": len(traced)}
+    result: dict[str, Any] = {"first_call_s": elapsed, "traced": len(traced),
+                              "captured": len(captured),
+                              "dynamo": "torch._dynamo" in sys.modules}
     if request["who"] != "torch":
         from aotgrad import cache
 
@@ -233,7 +248,9 @@ def bench(model: str, who: str, train: bool, repeat: int, preimport: bool) -> di
         finally:
             shutil.rmtree(caches, ignore_errors=True)
     return {"cold": statistics.median(colds), "warm": statistics.median(warms),
-            "size": size, "hits": last.get("hits", "-"), "traced": last["traced"]}
+            "size": size, "hits": last.get("hits", "-"), "traced": last["traced"],
+            "captured": last["captured"] if who != "torch" else "-",
+            "dynamo": "yes" if last["dynamo"] else "no"}
 
 
 def main(argv: list[str]) -> int:
@@ -285,7 +302,8 @@ def main(argv: list[str]) -> int:
     print(f"first call (compile + one {'training step' if train else 'forward'}), "
           "seconds; each in a fresh process")
     print(f"{'model':<14}{'who':<11}{'cold':>8}{'warm':>8}{'warm/cold':>10}"
-          f"{'vs tc warm':>11}{'size MB':>9}{'hits':>6}{'traced':>8}")
+          f"{'vs tc warm':>11}{'size MB':>9}{'hits':>6}{'traced':>8}{'captured':>10}"
+          f"{'dyn':>5}")
     for model in args.models.split(","):
         rows = {who: bench(model, who, train, args.repeat, args.preimport)
                 for who in args.backends.split(",") + ([] if args.no_torch else ["torch"])}
@@ -293,8 +311,8 @@ def main(argv: list[str]) -> int:
         for who, row in rows.items():
             print(f"{model:<14}{who:<11}{row['cold']:>8.2f}{row['warm']:>8.2f}"
                   f"{row['warm'] / row['cold']:>10.2f}{row['warm'] / tc_warm:>11.2f}"
-                  f"{row['size'] / 2**20:>9.2f}{row['hits']!s:>6}{row['traced']:>8}",
-                  flush=True)
+                  f"{row['size'] / 2**20:>9.2f}{row['hits']!s:>6}{row['traced']:>8}"
+                  f"{row['captured']!s:>10}{row['dynamo']:>5}", flush=True)
     return 0
 
 

@@ -95,10 +95,26 @@ def _save_graph(compiler: Compiler, compiled: Any, gm: fx.GraphModule) -> Any:
     return save(compiled, gm)
 
 
+# NOTE: the bytes each restored runner was read from, by its compiled forward (which a
+# rebound runner shares): a restored runner kept no graphs (`_no_graph`), so saving it again
+# (a frame record, a precompiled artifact) writes the bytes it came from.
+_restored: dict[int, tuple[Any, bytes]] = {}
+
+
+def _compiled_forward(runner: InferenceRunner | TrainingRunner) -> Any:
+    return runner.compiled if isinstance(runner, InferenceRunner) else runner._fw
+
+
 def save_entry(entry: Entry, fw_compiler: Compiler, bw_compiler: Compiler) -> bytes:
     """The bytes of a compiled entry (runner, output spec, flat output flag); compiles the
     backward of a training runner first. `Uncacheable` when it cannot be written."""
     runner, out_spec, flat_output = entry
+    fw = _compiled_forward(runner)
+    known = _restored.get(id(fw))
+    if known is not None and known[0] is fw:
+        return known[1]
+    if runner.forward.gm is _no_graph():
+        raise _cache.Uncacheable("a restored runner whose bytes are not known")
     state: dict[str, Any] = {"format": FORMAT, "out_spec": out_spec,
                              "flat_output": flat_output,
                              "forward": _forward_state(runner.forward)}
@@ -199,4 +215,6 @@ def load_entry(data: bytes, fn: Callable[..., Any], counter: SavedBytesCounter,
             fn, [tuple(s) for s in recompute])
         training._bind(counter)
         runner = training
+    fw = _compiled_forward(runner)
+    _restored[id(fw)] = (fw, data)
     return runner, state["out_spec"], state["flat_output"]

@@ -34,6 +34,11 @@ class CaptureConfig:
         True, env="CAPTURE_LOG_RECOMPILES",
         help="log every recompile with the failed guard's reason (INFO on the "
              "'capture.recompiles' logger)")
+    frame_disk_cache: bool = option(
+        True, env="CAPTURE_FRAME_DISK_CACHE",
+        help="keep frames compiled without a graph break on disk (when a disk store is "
+             "installed: `compiler` installs one, on with aotgrad's disk cache) and install "
+             "them in a later process without capturing")
 
 
 _set = OptionSet("capture", CaptureConfig, os.environ, globals())

@@ -9,6 +9,7 @@ registry; the `inductor` package owns the options and modes; each package owns i
 reached through `compiler.config`.
 """
 
+from compiler import frame_cache as _frame_cache
 from compiler.api import compile as compile
 from compiler.api import disable as disable
 from compiler.api import is_compiling as is_compiling
@@ -37,6 +38,8 @@ from compiler.tracing import assume_constant_result as assume_constant_result
 from compiler.tracing import disallow_in_graph as disallow_in_graph
 from compiler.tracing import graph_break as graph_break
 from compiler.tracing import substitute_in_graph as substitute_in_graph
+
+_frame_cache.install()  # NOTE: whole compiled frames on disk (warm starts skip capture)
 
 __version__ = "0.1.0"
 
