@@ -13,7 +13,7 @@ JSON line per case: builds, warnings, whether a damaged file was ever mapped.
 
 from __future__ import annotations
 
-import _csv
+import importlib
 import json
 import logging
 import os
@@ -98,9 +98,18 @@ def _write(path: Path, data: bytes) -> None:
     path.write_bytes(data)
 
 
-#: Another shared library, loadable but not the checker (as a swapped file would be):
-#: Python's `_csv` extension (no PyInit__guards_native).
-OTHER_LIBRARY = Path(_csv.__file__)
+def _other_library() -> Path:
+    """Another shared library, loadable but not the checker (as a swapped file would be): a
+    standard-library extension module's file (no PyInit__guards_native); some Pythons link
+    those in statically (no `__file__`), then torch's own extension."""
+    for name in ("_csv", "_json", "_ctypes", "select", "torch._C"):
+        file = getattr(importlib.import_module(name), "__file__", None)
+        if file and file.endswith(".so"):
+            return Path(file)
+    raise RuntimeError("no extension module file to stand in for a swapped library")
+
+
+OTHER_LIBRARY = _other_library()
 
 
 def _record(key: str, data: bytes) -> bytes:

@@ -199,8 +199,11 @@ class _Functionalizer:
     def emit(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
              origin: fx.Node | None) -> fx.Node:
         node = self.graph.call_function(target, args, kwargs)
-        node.meta["example_value"] = _size_expression(origin) or self._example(
-            target, args, kwargs)
+        # NOTE: `is None`, not `or`: truth of a SymInt guards on it being nonzero (a
+        # data-dependent guard where the expression has an unbacked symbol)
+        size = _size_expression(origin)
+        node.meta["example_value"] = (self._example(target, args, kwargs) if size is None
+                                      else size)
         if origin is not None:
             for key in COPIED_META_KEYS:
                 if key in origin.meta:
