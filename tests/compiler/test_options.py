@@ -285,16 +285,20 @@ def test_aot_eager_takes_aotgrad_options():
 
 
 def test_options_reach_graphs_compiled_per_size_at_call_time(caplog):
-    """A symbolic graph the target cannot compile symbolically (Triton) is compiled for each
-    call's sizes when called: under the compiled function's options, not the global ones."""
+    """A symbolic graph inductor cannot compile for symbolic sizes (a variance with correction
+    2 divides by n - 2) is compiled for each call's sizes when called: under the compiled
+    function's options (Triton target, debug output), not the global ones."""
     from inductor import config as inductor_config
 
-    compiled = compiler.compile(f, backend="inductor", dynamic=True,
+    def spread(x):
+        return torch.var(x, correction=2) * 2
+
+    compiled = compiler.compile(spread, backend="inductor", dynamic=True,
                                 options={"cpu_backend": "triton", "debug": True})
     with caplog.at_level(logging.WARNING, logger="inductor.output_code"):
         for n in (5, 7):
             x = torch.randn(n)
-            torch.testing.assert_close(compiled(x), f(x))
+            torch.testing.assert_close(compiled(x), spread(x))
     code = "\n".join(r.getMessage() for r in caplog.records if r.name == "inductor.output_code")
     assert code.count("@triton.jit") >= 2, code[:2000]
     assert inductor_config.options.cpu_backend == "cpp"
