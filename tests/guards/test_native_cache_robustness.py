@@ -37,11 +37,16 @@ DRIVER = HERE / "_native_cache_driver.py"
 
 @pytest.fixture(scope="module")
 def good() -> pathlib.Path:
-    """The built checker (built now in the default cache if needed)."""
+    """The built checker (built now in the default cache if needed), for the compiler the
+    tests' processes use: `g++` (`_env` drops `$CXX`; a machine may set it to another)."""
+    cxx = os.environ.pop("CXX", None)
     try:
         module = build.build_and_load()
     except build.NativeBuildError as exc:
         pytest.skip(f"native checker not built here: {exc}")
+    finally:
+        if cxx is not None:
+            os.environ["CXX"] = cxx
     return pathlib.Path(str(module.__file__))
 
 
