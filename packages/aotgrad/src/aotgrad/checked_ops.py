@@ -17,7 +17,13 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-__all__ = ["CheckedOps"]
+__all__ = ["VALUE_CHECKS", "CheckedOps"]
+
+#: ATen ops that return nothing and raise on their arguments' values (`linalg.inv` of a
+#: singular matrix checks `linalg_inv_ex`'s info with `_linalg_check_errors`): a traced
+#: graph keeps them, and dead-code elimination may not drop them.
+VALUE_CHECKS = (torch.ops.aten._assert_async.msg, torch.ops.aten._linalg_check_errors.default)
+torch.fx.node.has_side_effect(torch.ops.aten._linalg_check_errors.default)
 
 
 def _one_hot_checks(args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:

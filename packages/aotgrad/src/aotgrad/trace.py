@@ -20,7 +20,7 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
-from aotgrad.checked_ops import CheckedOps
+from aotgrad.checked_ops import VALUE_CHECKS, CheckedOps
 from aotgrad.overlap import check_write_overlap
 
 __all__ = ["COPIED_META_KEYS", "AtenTracer", "TraceError", "new_fake_mode", "trace"]
@@ -306,7 +306,7 @@ class AtenTracer(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch: 
             self._annotate(node, out)
             self._sym_nodes[_sym_key(out)] = node
             return out
-        if func is torch.ops.aten._assert_async.msg:
+        if func in VALUE_CHECKS:
             # NOTE: a value check (`checked_ops`): returns nothing, yet must stay in the graph.
             node = self.graph.call_function(func, fx_args, fx_kwargs)
             node.meta["example_value"] = None

@@ -14,6 +14,10 @@ autocast's dtypes and the graph leaves the block where the code does).
 `fresh_exception(template)` makes, on each call of transformed code, the exception an
 `except`/`finally` handler a graph break stopped in is handling: the traced program raised it
 at capture (`template`); eager raises a new one on every call.
+
+`LiveIterator(container, kind, index)` is the iterator of a `for` loop over a list, dict or
+deque that a graph break hands to the resume function: a real iterator over the container,
+advanced to where the loop was, so that changes made after the break are seen as in eager.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["AutocastState", "copyable_exception", "enter_autocast", "fresh_exception"]
+__all__ = ["AutocastState", "LiveIterator", "copyable_exception", "enter_autocast",
+           "fresh_exception"]
 
 _DEVICES = ("cpu", "cuda", "xpu", "mps")
 
@@ -96,3 +101,27 @@ def copyable_exception(template: BaseException) -> bool:
     except Exception:  # noqa: BLE001  # any constructor: not copyable
         return False
     return type(new) is type(template) and new.args == template.args
+
+
+class LiveIterator:
+    """A real iterator over `container` (a dict's `kind` view: "keys", "values", "items";
+    "iter" otherwise) past its first `index` items; `size` is the container's length when
+    it was made (a dict or deque whose size differs later raises, as in eager)."""
+
+    __slots__ = ("_it", "container", "index", "kind", "size")
+
+    def __init__(self, container: Any, kind: str, index: int) -> None:
+        self.container = container
+        self.kind = kind
+        self.index = index
+        self.size = len(container)
+        source = container if kind in ("iter", "keys") else getattr(container, kind)()
+        self._it = iter(source)
+        for _ in range(index):
+            next(self._it, None)
+
+    def __iter__(self) -> LiveIterator:
+        return self
+
+    def __next__(self) -> Any:
+        return next(self._it)

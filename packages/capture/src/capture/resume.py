@@ -44,7 +44,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 
 from capture.bytecode import codegen, versions
 from capture.bytecode.instructions import Instruction, decode, exception_handler
-from capture.contexts import copyable_exception, enter_autocast, fresh_exception
+from capture.contexts import LiveIterator, copyable_exception, enter_autocast, fresh_exception
 from capture.graph_break import GraphBreakKind, Unsupported
 from capture.interp import context_specials
 from capture.shallow import compiled_module_call, shallow_call
@@ -288,6 +288,21 @@ def emit_break(
             callee_temp = _new_temp(cg)
             cg.store_fast(callee_temp)
             stack_temps.append(callee_temp)
+        elif (live := _live_container(value)) is not None and slot < operands:
+            # NOTE: a `for` loop over a live list, dict or deque: a real iterator over it,
+            # at the same position, so changes after the break are seen as in eager (a list
+            # iterated to its new end, a dict or deque changed raises).
+            assert isinstance(value, IteratorValue)
+            container, kind = live
+            cg.load_callable(LiveIterator)
+            cg.reconstruct(container)
+            cg.load_const(kind)
+            cg.load_const(value.index)
+            cg.call_function(3)
+            live_temp = _new_temp(cg)
+            cg.store_fast(live_temp)
+            stack_temps.append(live_temp)
+            iter_slots.add(slot)
         elif (remaining := _remaining_items(value)) is not None and slot < operands:
             # NOTE: a `for` loop's iterator: passed on as the tuple of the items it has
             # left; the resume function's prologue turns it back into an iterator.
@@ -606,6 +621,16 @@ def _emit_call(cg: codegen.CodeBuilder, tx: Translator, ins: Instruction) -> int
     else:
         cg.emit(versions.call(ins.arg))
     return ins.arg + 2
+
+
+def _live_container(value: Value) -> tuple[Value, str] | None:
+    """For an iterator over a live container, the container and what is iterated ("iter",
+    or a dict's "keys", "values", "items")."""
+    if type(value) is DictIteratorValue:
+        return value.dict_value, value.kind
+    if type(value) is IteratorValue and value.container is not None:
+        return value.container, "iter"
+    return None
 
 
 def _remaining_items(value: Value) -> list[Value] | None:

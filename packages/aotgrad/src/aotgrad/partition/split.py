@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 import torch
 from torch import fx
 
+from aotgrad.checked_ops import VALUE_CHECKS
 from aotgrad.partition.analysis import (
     JointInfo,
     is_saveable,
@@ -48,7 +49,7 @@ class PartitionError(RuntimeError):
     """The chosen saved values do not let the backward compute the gradients."""
 
 
-_RUNTIME_CHECKS = (torch.ops.aten._assert_async.msg, torch.ops.aten._assert_scalar.default)
+_RUNTIME_CHECKS = (*VALUE_CHECKS, torch.ops.aten._assert_scalar.default)
 
 
 def _copy_meta(src: fx.Node, dst: fx.Node) -> None:

@@ -423,12 +423,16 @@ class SetValue(Value):
 class IteratorValue(Value):
     """An iterator over a known list of values (zip, enumerate, range, iter(list), ...)."""
 
-    __slots__ = ("index", "items")
+    __slots__ = ("container", "index", "items")
 
-    def __init__(self, items: list[Value]) -> None:
+    def __init__(self, items: list[Value], container: Value | None = None) -> None:
         super().__init__(None)
         self.items = items
         self.index = 0
+        # NOTE: the live container iterated (a list, a deque), when a graph break must hand
+        # a real iterator over it to the resume function (a list appended to after the
+        # break is iterated to its new end; a deque changed raises, as in eager).
+        self.container = container
 
     def python_type(self) -> type:
         return type(iter([]))
