@@ -180,6 +180,57 @@ def test_int_argument_training(kernels: list[str]) -> None:
     _steady(after, 1)
 
 
+def test_slice_by_an_int_argument(kernels: list[str]) -> None:
+    """`x[:, :n]` keeps n symbolic (capture records the slice with its bound, guards the
+    relations the slice needs, not n's value), in the forward and the backward."""
+    def head(x: torch.Tensor, n: int) -> torch.Tensor:
+        return x[:, :n].sin() * 2 + x[:, n:n + 3].sum(1, keepdim=True)
+
+    torch.manual_seed(0)
+    calls = [(torch.randn(4, 40, requires_grad=True), n) for n in (3, 5, 8, 13, 21, 34, 6, 9)]
+    ours, theirs, after = run_both(head, calls, kernels, grad=True)
+    assert ours <= theirs == 2
+    _steady(after, 1)
+
+
+def test_slice_from_the_end(kernels: list[str]) -> None:
+    """`x[:, -n:]`: the aten slice's start is -n, counted from the end as the trace did."""
+    def tail(x: torch.Tensor, n: int) -> torch.Tensor:
+        return x[:, -n:].cos() + x[:, n:].sum()
+
+    calls = [(torch.randn(4, 40), n) for n in (3, 5, 8, 13, 21, 34, 6, 9)]
+    ours, theirs, after = run_both(tail, calls, kernels)
+    assert ours <= theirs == 2
+    _steady(after, 1)
+
+
+def test_slice_bounds_on_every_side(kernels: list[str]) -> None:
+    """Bounds the first symbolic compile did not see (negative, 0, 1, the size, past it):
+    each call equals eager, recompiled where the trace's decisions do not hold."""
+    del kernels
+
+    def f(x: torch.Tensor, n: int) -> torch.Tensor:
+        return x[:, :n].sin() * 2 + x[:, -n:].sum() + x[:, n:n + 3].sum(1, keepdim=True)
+
+    compiler.reset()
+    fn = compiler.compile(f, backend="inductor", options={"cache_size_limit": 64})
+    for n in (3, 5, 8, -3, 50, 0, 1, 40, 39, 38, -1, -39, -40, 7):
+        x = torch.randn(4, 40)
+        torch.testing.assert_close(fn(x, n), f(x, n))
+
+
+def test_slice_to_half_a_size(kernels: list[str]) -> None:
+    """`x[:, :x.shape[1] // 2]`: the bound is an expression of a size symbol."""
+    def first_half(x: torch.Tensor) -> torch.Tensor:
+        half = x[:, :x.shape[1] // 2]
+        return half.cos() + half.softmax(-1)
+
+    calls = [(torch.randn(4, 2 * n + 1),) for n in (3, 5, 8, 13, 21, 34, 6, 9)]
+    ours, theirs, after = run_both(first_half, calls, kernels)
+    assert ours <= theirs == 2
+    _steady(after, 1)
+
+
 def test_mark_dynamic_compiles_once(kernels: list[str]) -> None:
     def f(x: torch.Tensor) -> torch.Tensor:
         return torch.tanh(x) @ x.t() + x.mean()

@@ -46,8 +46,11 @@ class SymbolicSignature:
     """Per flat argument of a compiled captured graph: the fake with symbolic sizes (or the
     SymInt) capture traced it with, or None (a concrete argument)."""
 
-    def __init__(self, examples: Sequence[object]) -> None:
+    def __init__(self, examples: Sequence[object], mode: FakeTensorMode | None = None) -> None:
         self.examples = list(examples)
+        #: capture's fake mode (its ShapeEnv holds the symbols), for a graph whose symbols
+        #: are ints only: its tensors are static, and the trace must still use that mode
+        self.mode = mode
         #: flat argument positions of the symbolic ints
         self.ints = frozenset(i for i, e in enumerate(self.examples) if _symbolic_int(e))
         self.masks: list[tuple[frozenset[int], frozenset[int]] | None] = [
@@ -93,33 +96,51 @@ class SymbolicSignature:
         out = list(leaves)
         for i in self.ints:
             out[i] = self.examples[i]
+        if self.mode is not None and not any(isinstance(e, FakeTensor) for e in self.examples):
+            # NOTE: symbolic ints only: one tensor made a fake of capture's mode, where the
+            # trace then runs (`fake_mode_of`)
+            for i, leaf in enumerate(leaves):
+                if isinstance(leaf, torch.Tensor) and not isinstance(leaf, FakeTensor):
+                    out[i] = _fake_like(self.mode, leaf)
+                    break
         for i, example in enumerate(self.examples):
             if isinstance(example, FakeTensor):
                 real = leaves[i]
                 fake: torch.Tensor = example
                 if bool(real.requires_grad) != bool(fake.requires_grad) or (
                         real.is_leaf != fake.is_leaf):
-                    with example.fake_mode:
-                        fake = torch.empty_strided(
-                            example.shape, example.stride(), dtype=example.dtype,
-                            device=example.device, requires_grad=bool(real.requires_grad))
-                        if real.requires_grad and not real.is_leaf:
-                            fake = fake.clone()
+                    fake = _fake_like(example.fake_mode, real, example)
                 out[i] = fake
         return out
+
+
+def _fake_like(mode: FakeTensorMode, real: torch.Tensor,
+               meta: torch.Tensor | None = None) -> torch.Tensor:
+    """A fake of `mode` with the metadata of `meta` (default: `real`), requires_grad and
+    leafness as `real`'s."""
+    meta = real if meta is None else meta
+    with mode:
+        fake = torch.empty_strided(meta.shape, meta.stride(), dtype=meta.dtype,
+                                   device=meta.device, requires_grad=bool(real.requires_grad))
+        if real.requires_grad and not real.is_leaf:
+            fake = fake.clone()
+    return fake
 
 
 def symbolic_signature(gm: fx.GraphModule, num_state: int) -> SymbolicSignature | None:
     """The signature of `gm` called with `num_state` parameters and buffers first, when
     one of its placeholders has symbolic sizes (None otherwise)."""
     examples: list[object] = [None] * num_state
+    mode: FakeTensorMode | None = None
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             value = node.meta.get("example_value")
             examples.append(value if _symbolic(value) else None)
+            if isinstance(value, FakeTensor) and mode is None:
+                mode = value.fake_mode
     if not any(e is not None for e in examples):
         return None
-    return SymbolicSignature(examples)
+    return SymbolicSignature(examples, mode)
 
 
 def fake_mode_of(values: Sequence[object]) -> FakeTensorMode | None:

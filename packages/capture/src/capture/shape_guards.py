@@ -106,6 +106,8 @@ def shape_guards(inputs: SymbolicInputs, env: ShapeEnv) -> ShapeGuards:
         facts.extend(_range_facts(env, symbol))
     pinned: set[Any] = set()
     seen: set[Relation] = set()
+    facts = [piece for fact in facts
+             for piece in _without_max_min(_example_branch(fact, env), env)]
     for fact in facts:
         try:
             relations = _relations(fact, bound)
@@ -124,6 +126,55 @@ def shape_guards(inputs: SymbolicInputs, env: ShapeEnv) -> ShapeGuards:
         value = int(env.backed_var_to_val[symbol])
         out.relations.append(Relation.of(Sym(bound[symbol]), "==", value))
     return out
+
+
+def _without_max_min(fact: Any, env: ShapeEnv) -> list[Any]:
+    """`fact` with each `Max`/`Min` (a slice's bound clamped to the size: `Max(1, s0)`)
+    replaced by the argument the example's values select, and the facts that make that
+    argument the one selected (`s0 >= 1`): the entry serves the sizes on the example's side
+    of each clamp, which the guard language (no max/min) can then express."""
+    out: list[Any] = []
+    hints = env.backed_var_to_val
+    for _ in range(8):  # NOTE: nested clamps, innermost first
+        clamps = [a for a in _clamps(fact) if _clamps(a) == {a}]
+        if not clamps:
+            break
+        choice: dict[Any, Any] = {}
+        for clamp in clamps:
+            if not clamp.free_symbols <= set(hints):
+                return [fact, *out]  # NOTE: untranslatable as before (pins its symbols)
+            largest = type(clamp).__name__ == "Max"
+            values = [(arg.xreplace(hints), arg) for arg in clamp.args]
+            _, best = (max if largest else min)(values, key=lambda v: v[0])
+            out.extend(sympy.Ge(best, arg) if largest else sympy.Le(best, arg)
+                       for _, arg in values if arg is not best)
+            choice[clamp] = best
+        fact = fact.xreplace(choice)
+    return [fact, *out]
+
+
+def _example_branch(fact: Any, env: ShapeEnv) -> Any:
+    """`fact` with each disjunction (`~((-s0 >= 0) & (-s0 <= 40))`: a slice bound that is
+    not within the size) replaced by a disjunct the example's values satisfy: the guard
+    language has conjunctions only, and the entry then serves that side of the choice."""
+    if not isinstance(fact, (sympy.Or, sympy.Not)):
+        return fact
+    hints = env.backed_var_to_val
+    if not fact.free_symbols <= set(hints):
+        return fact  # NOTE: untranslatable as before (pins its symbols)
+    fact = sympy.logic.boolalg.to_nnf(fact, simplify=False)
+    if isinstance(fact, sympy.And):
+        return sympy.And(*(_example_branch(a, env) for a in fact.args))
+    if isinstance(fact, sympy.Or):
+        for arg in fact.args:
+            if arg.xreplace(hints) is sympy.true:
+                return _example_branch(arg, env)
+    return fact
+
+
+def _clamps(expr: Any) -> set[Any]:
+    """The `Max`/`Min` sub-expressions of `expr` (sympy's or torch's own classes)."""
+    return {e for e in sympy.preorder_traversal(expr) if type(e).__name__ in ("Max", "Min")}
 
 
 def fake_hint(fake: torch.Tensor, env: ShapeEnv) -> Any:

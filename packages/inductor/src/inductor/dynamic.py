@@ -139,6 +139,24 @@ class PerSize:
         return fn(*args)
 
 
+def _symbol_values(gm: torch.fx.GraphModule, args: Sequence[Any]) -> dict[Any, int]:
+    """Size symbol -> its value in `args` (the placeholders' symbolic sizes and ints)."""
+    values: dict[Any, int] = {}
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node, arg in zip(placeholders, args):
+        example = node.meta.get("example_value")
+        pairs: list[tuple[Any, Any]] = []
+        if isinstance(example, torch.SymInt):
+            pairs.append((example, arg))
+        elif isinstance(example, torch.Tensor) and isinstance(arg, torch.Tensor):
+            pairs += list(zip(example.shape, arg.shape))
+            pairs += list(zip(example.stride(), arg.stride()))
+        for sym, value in pairs:
+            if isinstance(sym, torch.SymInt) and isinstance(sym.node.expr, sympy.Symbol):
+                values.setdefault(sym.node.expr, int(value))
+    return values
+
+
 def concrete_graph(gm: torch.fx.GraphModule,
                    args: Sequence[Any]) -> tuple[torch.fx.GraphModule, list[Any]]:
     """A copy of `gm` whose example values are those of `args`' concrete sizes (the
@@ -151,10 +169,18 @@ def concrete_graph(gm: torch.fx.GraphModule,
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     fakes = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args]
     new_nodes = {old.name: new for old, new in mapping.items()}
+    values = _symbol_values(gm, args)
 
     class Propagate(torch.fx.Interpreter):
         def run_node(self, n: torch.fx.Node) -> Any:
-            result = super().run_node(n)
+            example = n.meta.get("example_value")
+            if n.target is torch.ops.aten._local_scalar_dense.default and isinstance(
+                    example, torch.SymInt) and example.node.expr.free_symbols <= set(values):
+                # NOTE: a size expression read back as a number (`aotgrad.symbolic`): its
+                # value at these sizes, not a data-dependent read of a fake
+                result: Any = int(example.node.expr.xreplace(values))
+            else:
+                result = super().run_node(n)
             if n.name in new_nodes:
                 new_nodes[n.name].meta["example_value"] = result
                 new_nodes[n.name].meta.pop("val", None)

@@ -73,6 +73,8 @@ def _convert(expr: Expr) -> Expr:
     if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and int(expr.exp) > 0:
         return sympy.Pow(_convert(expr.base), expr.exp)
     name = type(expr).__name__
+    if name in ("Max", "Min"):  # NOTE: torch's own Max/Min (a slice's clamp, contiguous strides)
+        return _clamp(name == "Max", [_convert(a) for a in expr.args])
     if name == "FloorDiv":
         return FloorDiv(_convert(expr.args[0]), _convert(expr.args[1]))
     if name in ("PythonMod", "Mod") and len(expr.args) == 2:
@@ -81,6 +83,43 @@ def _convert(expr: Expr) -> Expr:
         base, div, mod = (_convert(a) for a in expr.args)
         return ModIndex(FloorDiv(base, div), mod)
     raise SymbolicUnsupported(f"size expression {expr} ({name})")
+
+
+def _clamp(largest: bool, args: list[Expr]) -> Expr:
+    """`Max`/`Min` of `args`, without a constant that every other argument reaches for
+    symbols >= 2: a contiguous stride `Max(1, s0)` is s0, `Min(1, s0)` is 1."""
+    constants = [a for a in args if a.is_Integer]
+    others = [a for a in args if not a.is_Integer]
+    if len(constants) == 1 and others:
+        lows = [_lower_bound(a) for a in others]
+        if all(low is not None and low >= int(constants[0]) for low in lows):
+            if not largest:
+                return constants[0]
+            args = others
+    return sympy.Max(*args) if largest else sympy.Min(*args)
+
+
+def _lower_bound(expr: Expr) -> int | None:
+    """The least value of a size expression over symbols >= 2 (the symbolic code's domain:
+    the wrapper sends smaller sizes elsewhere), when the expression is non-decreasing in
+    each symbol (sums, products and floor divisions by positive constants); else None."""
+    if expr.is_Integer:
+        return int(expr)
+    if isinstance(expr, sympy.Symbol):
+        return 2 if is_size_symbol(expr) else None
+    if isinstance(expr, (sympy.Add, sympy.Mul)):
+        lows = [_lower_bound(a) for a in expr.args]
+        if any(low is None or low < 0 for low in lows):
+            return None
+        total = 0 if isinstance(expr, sympy.Add) else 1
+        for low in lows:
+            assert low is not None
+            total = total + low if isinstance(expr, sympy.Add) else total * low
+        return total
+    if isinstance(expr, FloorDiv) and expr.args[1].is_Integer and int(expr.args[1]) > 0:
+        low = _lower_bound(expr.args[0])
+        return None if low is None else low // int(expr.args[1])
+    return None
 
 
 def sym_expr(value: object) -> Any:

@@ -47,8 +47,9 @@ def _size_expression(origin: fx.Node | None) -> Any:
     if not isinstance(value, torch.SymInt):
         return None
     free = value.node.expr.free_symbols
-    if not free or any(str(s).startswith("u") for s in free):
-        return None
+    backed = getattr(value.node.shape_env, "backed_var_to_val", {})
+    if not free or not all(s in backed for s in free):
+        return None  # NOTE: data-dependent (`.item()`): computed again by the op itself
     return value
 
 class FunctionalizationError(RuntimeError):

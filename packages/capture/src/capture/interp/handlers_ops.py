@@ -139,6 +139,12 @@ def delete_subscr(tx: Translator, ins: Instruction) -> None:
 
 
 def _slice(tx: Translator, values: list[Value]) -> Value:
+    if any(isinstance(v, SymNodeValue) for v in values) and all(
+            isinstance(v, (SymNodeValue, ConstantValue)) for v in values):
+        # NOTE: a bound computed from sizes or symbolic int arguments (`x[:, :n]`) stays
+        # symbolic: tensor indexing records it as it is (the slice's size follows it); a
+        # list or tuple sliced by it specializes it then (`operators.python_constant`).
+        return SymSliceValue(list(values))
     parts = []
     for v in values:
         ok, obj = operators.python_constant(v)

@@ -32,7 +32,7 @@ from capture.values import (
     TupleValue,
     Value,
 )
-from capture.values.symbolic import is_backed, specialize
+from capture.values.symbolic import SymSliceValue, is_backed, specialize
 from capture.values.wrap import wrap
 
 if TYPE_CHECKING:
@@ -94,6 +94,13 @@ def python_constant(value: Value, specialize_sizes: bool = True) -> tuple[bool, 
         # specialized to its value, which the ShapeEnv guards; tensor data stays unknown.
         number = specialize(value)
         return number is not None, number
+    if isinstance(value, SymSliceValue):
+        # NOTE: a slice whose bounds are sizes or symbolic ints, needed as a Python object
+        # (slicing a list): its bounds specialized as numbers are; data stays unknown.
+        bounds = [python_constant(part, specialize_sizes) for part in value.parts]
+        if not all(ok for ok, _ in bounds):
+            return False, None
+        return True, slice(*(bound for _, bound in bounds))
     if isinstance(value, (TupleValue, ListValue)):
         items = []
         for item in value.items:

@@ -152,7 +152,10 @@ class _Writer:
         self.line("}")
 
 
-_SIZE_SYMBOL = re.compile(r"\b(s[0-9]+)\b")  # NOTE: capture's size symbols (`inductor.symbols`)
+_SIZE_SYMBOL = re.compile(r"\b(s[0-9]+)\b")
+_SIZE_FUNCTIONS = re.compile(r"\b(FloorDiv|ModIndex|Max|Min)\(")
+_C_FUNCTIONS = {"FloorDiv": "ind_floordiv(", "ModIndex": "ind_mod(",
+                "Max": "std::max<int64_t>(", "Min": "std::min<int64_t>("}  # NOTE: capture's size symbols (`inductor.symbols`)
 _SIMD_REDUCTION = {"sum": "+", "prod": "*", "max": "max", "min": "min", "any": "||",
                    "all": "&&"}
 
@@ -549,6 +552,10 @@ class KernelGen:
         w.level -= 1
         w.line("}")
         names = list(self.param_order)
+        # NOTE: loop bounds of symbolic sizes print as sympy text (`FloorDiv(s0, 2)` for a
+        # slice to half a size): the prelude's functions of the same meaning
+        w.lines = [_SIZE_FUNCTIONS.sub(lambda m: _C_FUNCTIONS[m.group(1)], line)
+                   for line in w.lines]
         # NOTE: sizes as arguments: the size symbols (`inductor.symbols`) the kernel's loop
         # bounds and index arithmetic use, passed by the wrapper from the inputs' sizes.
         sizes = sorted({m for line in w.lines for m in _SIZE_SYMBOL.findall(line)},

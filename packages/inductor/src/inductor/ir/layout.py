@@ -36,7 +36,8 @@ class Layout:
                       t.dtype, t.device)
 
     def index(self, idx: Sequence[Expr]) -> Expr:
-        expr: Expr = sympy.Integer(self.offset)
+        # NOTE: a symbolic offset (a view `x[:, n:]` of a symbolic start) is an expression
+        expr: Expr = sympy.Integer(self.offset) if isinstance(self.offset, int) else self.offset
         for i, st, sz in zip(idx, self.stride, self.size):
             if sz != 1 and st != 0:
                 expr = expr + i * st

@@ -27,7 +27,7 @@ from inductor.sizevars import (
     linear_coefficients,
     simplify_index,
 )
-from inductor.symbols import sym_sizes
+from inductor.symbols import size_hint, sym_sizes
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -197,11 +197,7 @@ def _slice(ctx: LoweringContext, x: TensorValue, dim: int = 0, start: Any = None
     nd = len(x.size)
     dim = normalize_dim(dim, nd)
     new = out_size(ctx)
-    size = x.size[dim]
-    s = 0 if start is None else int(start)
-    if s < 0:
-        s += size
-    s = min(max(s, 0), size)
+    s = _slice_start(start, x.size[dim])
 
     def smap(idx: Sequence[Expr]) -> list[Expr]:
         out = list(idx)
@@ -209,6 +205,25 @@ def _slice(ctx: LoweringContext, x: TensorValue, dim: int = 0, start: Any = None
         return out
 
     return apply_view(x, new, smap)
+
+
+def _slice_start(start: Any, size: Any) -> Any:
+    """A slice bound as an index: a negative bound counts from the end, and the bound is
+    clamped to [0, size]. For a symbolic bound or size (an int argument, `x[:, -n:]`) the
+    example's values decide each of those steps: tracing the slice on fakes took the same
+    decisions in the ShapeEnv, whose guards keep every call on the example's side of them
+    (`x[:, -n:]` guards n >= 0 and n <= size)."""
+    if start is None:
+        return 0
+    if isinstance(start, int) and isinstance(size, int):
+        s = start + size if start < 0 else start
+        return min(max(s, 0), size)
+    s = start + size if size_hint(start) < 0 else start
+    if size_hint(s) < 0:
+        return 0
+    if size_hint(s) > size_hint(size):
+        return size
+    return s
 
 
 @lowering(aten.select.int)
@@ -368,20 +383,31 @@ def _slice_scatter(ctx: LoweringContext, base: TensorValue, src: TensorValue, di
     nd = len(base.size)
     dim = normalize_dim(dim, nd)
     size = base.size[dim]
-    s = 0 if start is None else int(start)
-    e = size if end is None else int(end)
-    s = min(max(s + size if s < 0 else s, 0), size)
-    e = min(max(e + size if e < 0 else e, s), size)
     n = src.size[dim] if nd else 1
+    if all(isinstance(v, (int, type(None))) for v in (start, end, size, n)):
+        s = 0 if start is None else int(start)
+        e = size if end is None else int(end)
+        s = min(max(s + size if s < 0 else s, 0), size)
+        e = min(max(e + size if e < 0 else e, s), size)
+        last: Expr = sympy.Integer(max(n - 1, 0))
+    else:
+        # NOTE: symbolic bounds (`x[:, n:]`'s backward): within [0, size] as the trace's
+        # slice found them, which the guards keep (`_slice_start`)
+        s = _slice_start(start, size)
+        e = size if end is None else _slice_start(end, size)
+        last = sympy.Max(sympy.sympify(n) - 1, 0)
     dtype = base.dtype
+
+    def bound(v: Any) -> Ref:
+        return ops.constant(v, torch.int64) if isinstance(v, int) else ops.index_expr(
+            sympy.sympify(v), torch.int64)
 
     def inner(idx: Sequence[Expr]) -> Ref:
         i = idx[dim]
         sub = list(idx)
-        sub[dim] = Clamp(FloorDiv(i - s, step) if step != 1 else i - s, 0, max(n - 1, 0))
+        sub[dim] = Clamp(FloorDiv(i - s, step) if step != 1 else i - s, 0, last)
         iv = ops.index_expr(i, torch.int64)
-        cond = ops.logical_and(ops.ge(iv, ops.constant(s, torch.int64)),
-                               ops.lt(iv, ops.constant(e, torch.int64)))
+        cond = ops.logical_and(ops.ge(iv, bound(s)), ops.lt(iv, bound(e)))
         if step != 1:
             rem = ops.index_expr(ModIndex(i - s + step * size, step), torch.int64)
             cond = ops.logical_and(cond, ops.eq(rem, ops.constant(0, torch.int64)))
