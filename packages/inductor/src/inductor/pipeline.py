@@ -97,9 +97,6 @@ def plan(gm: torch.fx.GraphModule, example_inputs: Sequence[object],
     for pos, step in enumerate(steps):
         if isinstance(step, FusedGroup):
             targets[pos] = target_for(step.nodes[0].layout.device)
-            if symbolic and targets[pos].name != "cpp":
-                # NOTE: Triton kernels do not take sizes as arguments yet
-                raise SymbolicUnsupported(f"symbolic sizes on the {targets[pos].name} target")
             generated[pos] = targets[pos].generate(step, ctx.buffers)
     memory = plan_memory(steps, ctx.buffers, ctx.input_names, ctx.outputs)
     wrapper = WrapperGen(ctx.buffers, ctx.input_names, steps, generated, targets, memory,

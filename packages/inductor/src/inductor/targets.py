@@ -124,6 +124,7 @@ class TritonTarget:
                 args.append(f"{p}.item()")
             else:
                 args.append(p)
+        args += kernel.sizes  # NOTE: size symbols, bound by the wrapper's prologue
         lines = []
         if kernel.checks:
             lines.append(f"kerr = new_error_slots({kernel.device!r})")

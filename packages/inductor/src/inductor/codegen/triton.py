@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from dataclasses import dataclass, field
 
 import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
@@ -40,8 +41,10 @@ from inductor.ir.loop_body import LoopBody, LoopOp
 from inductor.ir.nodes import Buffer, ComputedBuffer
 from inductor.ir.ops import Ref, compute_dtype
 from inductor.scheduler.fusion import FusedGroup, inner_symbol, outer_symbol, split_node
-from inductor.sizevars import Clamp, FloorDiv, ModIndex, bounds
+from inductor.sizevars import Clamp, FloorDiv, ModIndex, bounds, is_static
+from inductor.symbols import pyexpr, size_hint, size_symbols
 
+_SIZE_SYMBOL = re.compile(r"\b(s[0-9]+)\b")  # NOTE: capture's size symbols (`inductor.symbols`)
 PERSISTENT_MAX = 1024  # NOTE: longest row a persistent reduction holds in one block
 INT32_MAX = 2**31 - 1
 
@@ -67,6 +70,11 @@ class TritonKernel:
     split: int = 1  # > 1: a split reduction, `name` (partials) then `name_final`
     workspaces: tuple[str, ...] = ()  # dtypes of a split reduction's partials, rows*split
     tile: tuple[int, ...] = ()  # a 2-D tiled pointwise kernel: (x size, y size, programs z)
+    # NOTE: sizes as arguments (a graph of symbolic sizes): the size symbols the kernel
+    # takes after its buffers, and `(xnumel, rnumel)` as Python over them, from which the
+    # launcher computes the grid and picks block sizes for each call's sizes
+    sizes: tuple[str, ...] = ()
+    numels: str = ""
 
 
 def _inner_numel(group: FusedGroup, node: ComputedBuffer) -> int:
@@ -74,6 +82,31 @@ def _inner_numel(group: FusedGroup, node: ComputedBuffer) -> int:
     sp = split_node(node.body, group.outer)
     assert sp is not None
     return math.prod(sp.inner_ranges)
+
+
+def _more_than_one(numel: object) -> bool:
+    """A row of more than one element (a symbolic size is >= 2: `inductor.symbols`)."""
+    return not is_static(numel) or int(numel) > 1  # type: ignore[call-overload]
+
+
+def symbolic_group(group: FusedGroup, buffers: dict[str, Buffer]) -> bool:
+    """Whether a group's loops or the layouts of the buffers it touches have symbolic
+    sizes (its kernel then takes the size symbols as arguments)."""
+    if size_symbols(*group.outer):
+        return True
+    for n in group.nodes:
+        assert n.body is not None
+        sp = split_node(n.body, group.outer)
+        if sp is not None and size_symbols(*sp.inner_ranges):
+            return True
+        for name, _ in n.body.reads():
+            lay = buffers[name].layout
+            if size_symbols(*lay.size, *lay.stride, lay.offset):
+                return True
+        lay = n.layout
+        if size_symbols(*lay.size, *lay.stride, lay.offset):
+            return True
+    return False
 
 
 def triton_can_fuse(group: FusedGroup, node: ComputedBuffer, outer: tuple[int, ...]) -> bool:
@@ -86,7 +119,7 @@ def triton_can_fuse(group: FusedGroup, node: ComputedBuffer, outer: tuple[int, .
         if sp is None:
             return False
         numel = math.prod(sp.inner_ranges)
-        if sp.inner_ranges and numel > 1:
+        if sp.inner_ranges and _more_than_one(numel):
             sizes.add(numel)
     return len(sizes) <= 1
 
@@ -121,9 +154,14 @@ class TritonGen:
         first = group.nodes[0]
         self.device = first.layout.device
         self.xnumel = math.prod(group.outer)
-        self.rnumel = max((_inner_numel(group, n) for n in group.nodes), default=1)
+        self.rnumel = next((r for r in (_inner_numel(group, n) for n in group.nodes)
+                            if _more_than_one(r)), 1)
         self.reduction = group.has_reduction()
-        self.persistent = self.reduction and self.rnumel <= PERSISTENT_MAX
+        self.symbolic = symbolic_group(group, buffers)
+        # NOTE: a row of symbolic length is looped (correct for every length; the block
+        # size comes from its length at each call, so short rows take one iteration)
+        self.persistent = self.reduction and is_static(self.rnumel) and (
+            self.rnumel <= PERSISTENT_MAX)
         self.checks: list[KernelCheck] = []
         self.params: dict[str, str] = {}
         self.scalars: set[str] = set()
@@ -156,6 +194,8 @@ class TritonGen:
 
     # -- sizes -------------------------------------------------------------------------
     def _needs_int64(self) -> bool:
+        if self.symbolic:
+            return True  # NOTE: no size bounds the indices of every call
         sizes = [self.xnumel * max(self.rnumel, 1)]
         for name in self.params:
             lay = self.buffers[name].layout
@@ -432,24 +472,24 @@ class TritonGen:
         pid = "tl.program_id(0).to(tl.int64)" if self.int64 else "tl.program_id(0)"
         if not self.reduction:
             w.add(f"xflat = {pid} * XBLOCK + tl.arange(0, XBLOCK)")
-            w.add(f"xmask = xflat < {self.xnumel * R}")
+            w.add(f"xmask = xflat < {self.texpr(sympy.sympify(self.xnumel * R))}")
             w.add("xzero = xflat * 0")
-            if R > 1:
-                w.add(f"xidx = xflat // {R}")
-                w.add(f"ridx = xflat % {R}")
+            if _more_than_one(R):
+                w.add(f"xidx = xflat // {self.texpr(sympy.sympify(R))}")
+                w.add(f"ridx = xflat % {self.texpr(sympy.sympify(R))}")
             else:
                 w.add("xidx = xflat")
         else:
             w.add(f"xidx = {pid} * XBLOCK + tl.arange(0, XBLOCK)[:, None]")
-            w.add(f"xmask = xidx < {self.xnumel}")
+            w.add(f"xmask = xidx < {self.texpr(sympy.sympify(self.xnumel))}")
             w.add("xzero = xidx * 0")
             w.add("rzero = tl.zeros([1, RBLOCK], tl.int32)")
         outer = self.group.outer
         for j, size in enumerate(outer):
             stride = math.prod(outer[j + 1:])
-            e = "xidx" if stride == 1 else f"(xidx // {stride})"
+            e = "xidx" if stride == 1 else f"(xidx // {self.texpr(sympy.sympify(stride))})"
             if j > 0:
-                e = f"({e} % {size})"
+                e = f"({e} % {self.texpr(sympy.sympify(size))})"
             w.add(f"{outer_symbol(j)} = {e}")
             self._ranges[outer_symbol(j)] = size
 
@@ -457,9 +497,9 @@ class TritonGen:
         for inner, key in self.inner_names.items():
             for j, size in enumerate(inner):
                 stride = math.prod(inner[j + 1:])
-                e = "ridx" if stride == 1 else f"(ridx // {stride})"
+                e = "ridx" if stride == 1 else f"(ridx // {self.texpr(sympy.sympify(stride))})"
                 if j > 0:
-                    e = f"({e} % {size})"
+                    e = f"({e} % {self.texpr(sympy.sympify(size))})"
                 w.add(f"r{key}_{j} = {e}")
 
     def generate(self) -> TritonKernel:
@@ -594,11 +634,12 @@ class TritonGen:
             if kind in ("argmax", "argmin"):
                 w.add(f"{acc}_i = tl.full([XBLOCK, RBLOCK], {2**62}, tl.int64)")
             accs.append((ni, n, kind, vt))
-        w.add(f"for roffset in range(0, {self.rnumel}, RBLOCK):")
+        rnumel = self.texpr(sympy.sympify(self.rnumel))
+        w.add(f"for roffset in range(0, {rnumel}, RBLOCK):")
         w.level += 1
         self._loads.clear()
         w.add("ridx = roffset + tl.arange(0, RBLOCK)[None, :]")
-        w.add(f"rmask = ridx < {self.rnumel}")
+        w.add(f"rmask = ridx < {rnumel}")
         self._inner_decomposition(w)
         refs_by_node: dict[int, dict[int, tuple[str, str]]] = {}
         loop_values: list[str] = []
@@ -683,6 +724,17 @@ class TritonGen:
         if self.checks:
             names.append(ERR_PARAM)
             args.append("kernel_err")
+        sizes: tuple[str, ...] = ()
+        numels = ""
+        if self.symbolic:
+            used = size_symbols(self.xnumel, self.rnumel) | {
+                sympy.Symbol(m, integer=True) for line in w.lines
+                for m in _SIZE_SYMBOL.findall(line)}
+            sizes = tuple(sorted({str(u) for u in used}, key=lambda n: int(n[1:])))
+            args += sizes
+            # NOTE: sizes take every value: no recompile per value class on the GPU
+            seeds += sizes
+            numels = f"({pyexpr(sympy.sympify(self.xnumel))}, {pyexpr(sympy.sympify(self.rnumel))})"
         sig = ", ".join([*args, "XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"])
         dns = f"do_not_specialize={list(seeds)!r}" if seeds else ""
         deco = f"@triton.jit({dns})" if dns else "@triton.jit"
@@ -697,29 +749,38 @@ class TritonGen:
             name, source.replace("KERNEL_NAME", name), tuple(names), tuple(self.checks),
             frozenset(self.scalars), str(self.device), self.xnumel, self.rnumel,
             self.reduction, self.persistent, self._configs(), self.interpret, self.inplace,
-            seeds)
+            seeds, sizes=sizes, numels=numels)
 
     def _configs(self) -> tuple[tuple[int, int, int], ...]:
-        if not self.reduction:
-            total = self.xnumel * self.rnumel
-            if self.interpret:
-                return ((min(_next_pow2(total), 4096), 1, 4),)
-            cap = max(16, min(_next_pow2(total), 1024))
-            cands = [(1024, 1, 4), (512, 1, 4), (256, 1, 4), (128, 1, 4)]
-            return tuple(dict.fromkeys((min(x, cap), 1, wp) for x, _, wp in cands))
-        rb = _next_pow2(self.rnumel)
-        xcap = _next_pow2(self.xnumel)
-        if self.interpret:
-            r = rb if self.persistent else min(rb, 1024)
-            return ((max(1, min(xcap, 4096 // r)), r, 4),)
-        if self.persistent:
-            out = []
-            for elems, warps in ((4096, 8), (2048, 4), (1024, 4), (8192, 8)):
-                x = max(1, min(xcap, elems // rb))
-                out.append((x, rb, warps if rb >= 256 else 4))
-            return tuple(dict.fromkeys(out))
-        return tuple(dict.fromkeys((min(x, xcap), r, wp) for x, r, wp in (
-            (1, 2048, 8), (1, 1024, 4), (8, 256, 4), (64, 64, 4), (4, 512, 8))))
+        # NOTE: symbolic sizes: chosen from the example's sizes here (the launcher chooses
+        # again for each call's sizes, `triton_configs`)
+        return triton_configs(size_hint(self.xnumel), size_hint(self.rnumel), self.reduction,
+                              self.persistent, self.interpret)
+
+
+def triton_configs(xnumel: int, rnumel: int, reduction: bool, persistent: bool,
+                   interpret: bool) -> tuple[tuple[int, int, int], ...]:
+    """Candidate (XBLOCK, RBLOCK, warps) of a kernel over `xnumel` rows of `rnumel`."""
+    if not reduction:
+        total = xnumel * rnumel
+        if interpret:
+            return ((min(_next_pow2(total), 4096), 1, 4),)
+        cap = max(16, min(_next_pow2(total), 1024))
+        cands = [(1024, 1, 4), (512, 1, 4), (256, 1, 4), (128, 1, 4)]
+        return tuple(dict.fromkeys((min(x, cap), 1, wp) for x, _, wp in cands))
+    rb = _next_pow2(rnumel)
+    xcap = _next_pow2(xnumel)
+    if interpret:
+        r = rb if persistent else min(rb, 1024)
+        return ((max(1, min(xcap, 4096 // r)), r, 4),)
+    if persistent:
+        out = []
+        for elems, warps in ((4096, 8), (2048, 4), (1024, 4), (8192, 8)):
+            x = max(1, min(xcap, elems // rb))
+            out.append((x, rb, warps if rb >= 256 else 4))
+        return tuple(dict.fromkeys(out))
+    return tuple(dict.fromkeys((min(x, xcap), min(r, max(16, rb)), wp) for x, r, wp in (
+        (1, 2048, 8), (1, 1024, 4), (8, 256, 4), (64, 64, 4), (4, 512, 8))))
 
 
 def _red_pos(body: LoopBody) -> int | None:

@@ -37,6 +37,7 @@ from inductor.codegen.triton import (
     _red_pos,
     _ref_dtype,
     generate_triton,
+    symbolic_group,
 )
 from inductor.codegen.triton_prelude import TL_DTYPE, reduction_init
 from inductor.codegen.triton_tile import TiledTritonGen, _coeff
@@ -322,6 +323,9 @@ def generate_triton_kernel(group: FusedGroup, buffers: dict[str, Buffer], *,
     """The Triton kernel of `group`: a split reduction where `splittable`, a 2-D tiled
     pointwise kernel where an access is transposed (`codegen/triton_tile.py`), else the one
     kernel of `codegen/triton.py`."""
+    if symbolic_group(group, buffers):
+        # NOTE: sizes as arguments: one kernel of `codegen/triton.py` for every size
+        return generate_triton(group, buffers, interpret=interpret)
     gen = SplitTritonGen(group, buffers, interpret)
     if gen.splittable():
         return gen.generate()

@@ -10,6 +10,10 @@ memory at run time) is never run twice: it takes the first configuration. After 
 launch, later calls go through the compiled kernel directly (skipping the JIT's argument
 binding) while the arguments keep the first call's alignment. A split reduction
 (`codegen/triton_split.py`) launches its two kernels with fresh workspaces for the partials.
+
+A kernel that takes its sizes as arguments (a graph of symbolic sizes: `TritonKernel.sizes`)
+gets them last; each call computes its grid from them, and its block sizes are chosen (and on
+a GPU timed) once per size bucket (the powers of two at or above xnumel and rnumel).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Any
 import torch
 
 from inductor import config
-from inductor.codegen.triton import TritonKernel
+from inductor.codegen.triton import TritonKernel, triton_configs
 from inductor.runtime.triton_math import interpret_triton_library
 
 log = logging.getLogger("inductor")
@@ -73,6 +77,10 @@ def _overlapping(args: Sequence[Any]) -> bool:
 
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
 
 
 class _FastPath:
@@ -164,22 +172,47 @@ class Launcher:
                 self.config = None
         self.fast = _FastPath()
         self.fast_final = _FastPath()
+        self._numels: Any = None
+        self._by_bucket: dict[tuple[int, int], tuple[int, int, int]] = {}
+        if kernel.sizes:
+            # NOTE: `(xnumel, rnumel)` of a call from its size arguments (source we generated)
+            self._numels = eval(
+                f"lambda {', '.join(kernel.sizes)}: {kernel.numels}")
 
-    def _grid(self, cfg: tuple[int, int, int]) -> tuple[int, ...]:
+    def _grid(self, cfg: tuple[int, int, int],
+              numels: tuple[int, int] | None = None) -> tuple[int, ...]:
         k = self.kernel
         if k.tile:
             sx, sy, sz = k.tile
             return (sz * _cdiv(sy, cfg[1]) * _cdiv(sx, cfg[0]),)
-        total = k.xnumel if k.reduction else k.xnumel * k.rnumel
+        xnumel, rnumel = numels if numels is not None else (k.xnumel, k.rnumel)
+        total = xnumel if k.reduction else xnumel * rnumel
         return (_cdiv(total, cfg[0]),)
 
-    def _run(self, cfg: tuple[int, int, int], args: Sequence[Any]) -> Any:
+    def _run(self, cfg: tuple[int, int, int], args: Sequence[Any],
+             numels: tuple[int, int] | None = None) -> Any:
         xb, rb, warps = cfg
+        grid = self._grid(cfg, numels)
         if self.kernel.interpret:
-            return self.fn[self._grid(cfg)](*args, XBLOCK=xb, RBLOCK=rb)
-        return self.fn[self._grid(cfg)](*args, XBLOCK=xb, RBLOCK=rb, num_warps=warps)
+            return self.fn[grid](*args, XBLOCK=xb, RBLOCK=rb)
+        return self.fn[grid](*args, XBLOCK=xb, RBLOCK=rb, num_warps=warps)
+
+    def _call_symbolic(self, args: Sequence[Any]) -> None:
+        """A kernel taking its sizes: grid and block sizes from this call's sizes."""
+        k = self.kernel
+        numels: tuple[int, int] = self._numels(*args[len(args) - len(k.sizes):])
+        bucket = (_pow2(numels[0]), _pow2(numels[1]))
+        cfg = self._by_bucket.get(bucket)
+        if cfg is None:
+            configs = triton_configs(*bucket, k.reduction, k.persistent, k.interpret)
+            cfg = self._tune(args, configs, numels)
+            self._by_bucket[bucket] = cfg
+        self._run(cfg, args, numels)
 
     def __call__(self, *args: Any) -> None:
+        if self._numels is not None:
+            self._call_symbolic(args)
+            return
         if self.kernel.split > 1:
             self._split(args)
             return
@@ -226,9 +259,12 @@ class Launcher:
                 if keep:
                     self.fast_final.keep(c, fgrid, full, (fxb, frb))
 
-    def _tune(self, args: Sequence[Any]) -> tuple[int, int, int]:
+    def _tune(self, args: Sequence[Any],
+              configs: tuple[tuple[int, int, int], ...] | None = None,
+              numels: tuple[int, int] | None = None) -> tuple[int, int, int]:
         k = self.kernel
-        configs = k.configs
+        symbolic = configs is not None
+        configs = configs if configs is not None else k.configs
         if (k.interpret or len(configs) == 1 or k.inplace or not config.options.triton_autotune
                 or not torch.cuda.is_available() or _overlapping(args)):
             return configs[0]
@@ -236,12 +272,18 @@ class Launcher:
         run = self._run_split if k.split > 1 else self._run
         for cfg in configs:
             try:
-                run(cfg, args)  # compile and warm up
+                if symbolic:
+                    self._run(cfg, args, numels)  # compile and warm up
+                else:
+                    run(cfg, args)
                 start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
                 end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
                 start.record()
                 for _ in range(5):
-                    run(cfg, args)
+                    if symbolic:
+                        self._run(cfg, args, numels)
+                    else:
+                        run(cfg, args)
                 end.record()
                 end.synchronize()
                 times.append((start.elapsed_time(end), cfg))
@@ -250,6 +292,8 @@ class Launcher:
         if not times:
             return configs[0]
         best = min(times)[1]
+        if symbolic:
+            return best  # NOTE: per size bucket, in this process
         try:
             _write(self.best_path, json.dumps(list(best)))
         except OSError:

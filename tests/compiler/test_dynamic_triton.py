@@ -1,0 +1,149 @@
+"""Triton kernels that take sizes as arguments: one compiled graph (and one set of Triton
+kernels) serves every size its guards admit, run on CPU tensors through Triton's
+interpreter (`options={"cpu_backend": "triton"}`; on a GPU the same kernels run on CUDA).
+
+Each program runs through the facade with a counting backend around
+`compiler.lookup_backend("inductor")` and through torch.compile with a counting backend;
+every result (and gradient) equals eager, ours never compiles more graphs than torch, and
+the number of Triton kernels inductor generates does not grow after the symbolic compile.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import aotgrad.cache
+import compiler
+import inductor.config
+import inductor.targets
+import pytest
+import torch
+from inductor import pipeline
+from test_dynamic_inductor import Attention, TorchCounting, _steady, mlp
+
+pytest.importorskip("triton")
+
+OPTIONS = {"cpu_backend": "triton"}
+
+
+@pytest.fixture
+def kernels(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Names of the Triton kernels inductor generates while the test runs."""
+    made: list[str] = []
+    generate = inductor.targets.generate_triton_kernel
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        kernel = generate(*args, **kwargs)
+        made.append(kernel.name)
+        return kernel
+
+    monkeypatch.setattr(inductor.targets, "generate_triton_kernel", counting)
+    pipeline.clear_plan_cache()
+    aotgrad.cache.clear()  # NOTE: compiled graphs of an earlier test would be shared
+    return made
+
+
+class Counting:
+    """The inductor backend counting its compiles (the Triton target: `OPTIONS` in effect
+    while our compiled function runs)."""
+
+    def __init__(self) -> None:
+        self.inner = compiler.lookup_backend("inductor")
+        self.count = 0
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any], **kw: Any) -> Any:
+        self.count += 1
+        return self.inner(gm, example_inputs, **kw)
+
+
+def run_both(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], kernels: list[str],
+             dynamic: bool | None = None, grad: bool = False, atol: float = 1e-5,
+             ) -> tuple[int, int, list[int]]:
+    """`fn` compiled by us (Triton target) and by torch.compile on each argument tuple,
+    compared with eager; returns (our compiles, torch's, kernels generated after each call)."""
+    compiler.reset()
+    torch._dynamo.reset()
+    ours = Counting()
+    theirs = TorchCounting()
+    mine = compiler.compile(fn, backend=ours, dynamic=dynamic)
+    torch_fn = torch.compile(fn, backend=theirs, dynamic=dynamic)
+    after: list[int] = []
+    for args in calls:
+        for run in (mine, torch_fn):
+            target = inductor.config.patch(OPTIONS) if run is mine else contextlib.nullcontext()
+            leaves = [a.detach().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor)
+                      else a for a in args]
+            ref = [a.detach().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor)
+                   else a for a in args]
+            with target:
+                got = run(*leaves)
+            expected = fn(*ref)
+            torch.testing.assert_close(got, expected, atol=atol, rtol=1e-5)
+            if grad:
+                got.sum().backward()
+                expected.sum().backward()
+                for a, b in zip(leaves, ref):
+                    if isinstance(a, torch.Tensor) and a.requires_grad:
+                        torch.testing.assert_close(a.grad, b.grad, atol=atol, rtol=1e-5)
+        after.append(len(kernels))
+    name = getattr(fn, "__name__", type(fn).__name__)
+    print(f"COMPILES {name} (triton) dynamic={dynamic}: ours {ours.count}, torch.compile "
+          f"{theirs.count}; Triton kernels generated after each call {after}")
+    return ours.count, theirs.count, after
+
+
+def test_batch_size_changes(kernels: list[str]) -> None:
+    model = mlp().eval()
+    calls = [(torch.randn(b, 12),) for b in (3, 5, 7, 16, 33, 2, 100)]
+    with torch.no_grad():
+        ours, theirs, after = run_both(model, calls, kernels)
+    assert ours <= theirs == 2
+    _steady(after, 1)
+
+
+def test_attention_over_sequence_lengths(kernels: list[str]) -> None:
+    torch.manual_seed(0)
+    model = Attention().eval()
+    calls = [(torch.randn(2, s, 32),) for s in (5, 7, 9, 16, 33, 3)]
+    with torch.no_grad():
+        ours, theirs, after = run_both(model, calls, kernels)
+    assert ours <= theirs == 2
+    _steady(after, 1)
+
+
+def test_reductions_over_a_symbolic_row_length(kernels: list[str]) -> None:
+    """Softmax and layer norm over rows whose length changes: looped reductions whose
+    block size the launcher picks from each call's row length (short and long rows)."""
+    def rows(x: torch.Tensor) -> torch.Tensor:
+        y = torch.nn.functional.layer_norm(x, x.shape[-1:])
+        return x.softmax(-1) + y * 0.5 + x.amax(-1, keepdim=True)
+
+    calls = [(torch.randn(6, m),) for m in (7, 13, 40, 129, 1500, 3, 64)]
+    ours, theirs, after = run_both(rows, calls, kernels, atol=2e-5)
+    assert ours <= theirs == 2
+    _steady(after, 1)
+
+
+def test_dynamic_true_two_symbolic_sizes(kernels: list[str]) -> None:
+    def f(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x * 2 + y).sum(1) / x.shape[1] + x.t().contiguous().sum(1).sum()
+
+    calls = [(torch.randn(n, m), torch.randn(n, m)) for n, m in
+             ((3, 13), (5, 9), (9, 4), (17, 33), (2, 7), (8, 8))]
+    ours, theirs, after = run_both(f, calls, kernels, dynamic=True)
+    assert ours <= theirs == 1
+    _steady(after, 0)
+
+
+def test_training_with_symbolic_sizes(kernels: list[str]) -> None:
+    model = mlp()
+
+    def step(x: torch.Tensor) -> torch.Tensor:
+        return model(x).square()
+
+    calls = [(torch.randn(b, 12, requires_grad=True),) for b in (3, 5, 7, 16, 4, 9)]
+    ours, theirs, after = run_both(step, calls, kernels, grad=True)
+    assert ours <= theirs == 2
+    _steady(after, 1)
