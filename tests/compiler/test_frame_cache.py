@@ -27,10 +27,10 @@ BACKENDS = ["aot_eager", "inductor"]
 
 def run(backend: str, cache: Path, **env: str) -> dict[str, Any]:
     request = {"backend": backend, "cache": str(cache)}
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("FRAME_")}
+    environ = {k: v for k, v in os.environ.items()
+               if not k.startswith("FRAME_") and k not in ("AOTGRAD_GRAPH_CACHE",
+                                                          "CAPTURE_FRAME_DISK_CACHE")}
     environ.update(INDUCTOR_CACHE_DIR=str(cache), AOTGRAD_DISK_CACHE="1", **env)
-    environ.pop("AOTGRAD_GRAPH_CACHE", None)
-    environ.pop("CAPTURE_FRAME_DISK_CACHE", None)
     done = subprocess.run([sys.executable, str(DRIVER), json.dumps(request)],
                           capture_output=True, text=True, env=environ, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -26,7 +26,7 @@ import guards
 import torch
 from guards.sources import LocalSource, Source
 
-from capture import backends, config, graph_errors, logs, resume, runtime_checks
+from capture import backends, config, frame_store, graph_errors, logs, resume, runtime_checks
 from capture.bytecode import codegen, versions
 from capture.bytecode.instructions import format_code
 from capture.contexts import AutocastState
@@ -314,8 +314,21 @@ class CompiledFunction:
                     reasons[0],
                 )
         with guards.config.patch(self.options.guards) if self.options.guards else _no_patch:
-            entry_fn = self._compile(L)
+            entry_fn = self._from_disk(L) or self._compile(L)
         return self._run_entry(entry_fn, args, kwargs)
+
+    def _from_disk(self, L: dict[str, object]) -> Callable[..., Any] | None:
+        """An entry recorded on disk by an earlier process whose guards pass for this call
+        (`capture.frame_store`), installed in the cache; None when there is none."""
+        start = time.perf_counter()
+        found = frame_store.load(self, L)
+        if found is None:
+            return None
+        tree, fn = found
+        self._record(CompileRecord(None, tree, fn.__code__, time.perf_counter() - start,
+                                   extra={"from_disk": True}))
+        self._add_entry(tree, fn)
+        return fn
 
     def _compile(self, L: dict[str, object]) -> Callable[..., Any]:
         marker = f"{self.frame_id}/{len(self.cache)}"
@@ -374,6 +387,8 @@ class CompiledFunction:
         if graph_break is not None:
             record.extra["graph_break"] = graph_break
         self._record(record)
+        if graph_break is None:
+            frame_store.save(self, tree, new_code, gm)
         if self.option("verbose") or logs.guards_log.isEnabledFor(logging.DEBUG):
             logs.verbose_print("guards", marker, tree.render())
             logs.verbose_print("bytecode", marker, "original:\n" + format_code(self.code)
@@ -619,10 +634,25 @@ def _raises_eagerly(
 
 
 def _copy(t: torch.Tensor) -> torch.Tensor:
-    """A copy with `t`'s autograd role: a leaf stays a leaf (requiring grad as `t` does)."""
+    """A copy with `t`'s autograd role (a leaf stays a leaf, requiring grad as `t` does) and
+    its layout in a copy of its storage: strides, offset and overlap (an expanded input
+    written in place raises eagerly only while its elements share memory)."""
+    try:
+        storage = t.untyped_storage().clone()  # type: ignore[no-untyped-call]  # torch's storage API is untyped
+        same = torch.empty(0, dtype=t.dtype, device=t.device)
+        same.set_(storage, t.storage_offset(), t.size(), t.stride())
+    except (RuntimeError, NotImplementedError, TypeError):
+        same = t.detach().clone()
     if t.is_leaf:
-        return t.detach().clone().requires_grad_(t.requires_grad)
-    return t.clone()
+        return same.requires_grad_(t.requires_grad)
+    if not t.requires_grad:
+        return same
+    # NOTE: a non-leaf: a view of a clone of the whole storage made a leaf, so in-place
+    # writes are allowed as on `t` itself.
+    numel = same.untyped_storage().nbytes() // max(t.element_size(), 1)
+    flat = torch.empty(0, dtype=t.dtype, device=t.device)
+    flat.set_(same.untyped_storage(), 0, (numel,), (1,))
+    return flat.requires_grad_(True).clone().as_strided(t.size(), t.stride(), same.storage_offset())
 
 
 def _replay_side_effects(cg: codegen.CodeBuilder, output: OutputGraph) -> None:
