@@ -147,3 +147,42 @@ def test_training_with_symbolic_sizes(kernels: list[str]) -> None:
     ours, theirs, after = run_both(step, calls, kernels, grad=True)
     assert ours <= theirs == 2
     _steady(after, 1)
+
+
+def test_int_argument_and_slice(kernels: list[str]) -> None:
+    """A symbolic int read as a number and as a slice bound: one kernel set."""
+    def f(x: torch.Tensor, n: int) -> torch.Tensor:
+        return (x[:, :n] * n).softmax(-1) + x[:, -n:].sum(1, keepdim=True)
+
+    calls = [(torch.randn(4, 40), n) for n in (3, 5, 8, 13, 21, 6)]
+    ours, theirs, after = run_both(f, calls, kernels)
+    assert ours <= theirs == 2
+    _steady(after, 1)
+
+
+def test_kernel_takes_its_sizes(kernels: list[str]) -> None:
+    """The symbolic graph's Triton kernel: sizes as (unspecialized) arguments, masks and
+    the row loop bounded by them, no size baked in."""
+    del kernels
+    compiler.reset()
+    sources: list[str] = []
+    generate = inductor.targets.generate_triton_kernel
+
+    def keep(*args: Any, **kwargs: Any) -> Any:
+        kernel = generate(*args, **kwargs)
+        sources.append(kernel.source)
+        return kernel
+
+    fn = compiler.compile(lambda x: x.softmax(-1) * 2, backend="inductor", dynamic=True)
+    with pytest.MonkeyPatch.context() as patch, inductor.config.patch(OPTIONS):
+        patch.setattr(inductor.targets, "generate_triton_kernel", keep)
+        x = torch.randn(5, 37)
+        torch.testing.assert_close(fn(x), x.softmax(-1) * 2)
+    (source,) = sources
+    head = next(line for line in source.splitlines() if line.startswith("def triton_"))
+    sizes = [a.strip() for a in head[head.index("(") + 1:].split(",")
+             if a.strip().startswith("s")]
+    assert len(sizes) == 2, head
+    assert all(s in source.split("do_not_specialize=")[1].splitlines()[0] for s in sizes)
+    assert any(f"range(0, {s}, RBLOCK)" in source for s in sizes), source
+    assert "37" not in source and "5," not in head
