@@ -637,11 +637,32 @@ def randint_used_as_python_int() -> Probe:
     return Probe(f, [seeded, lambda fn: fn(T(3)), seeded])
 
 
+#: Probes whose values come from the RNG stream: inductor's generated counter-based RNG
+#: (its default, like torch.compile's) draws other numbers than eager's generator; with the
+#: option fallback_random it runs random ops through ATen and agrees with eager.
+RNG_STREAM = [rand_with_manual_seed_between_calls, manual_seed_inside,
+              dropout_in_training_seeded, bernoulli_in_place_seeded]
+
+
 @pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
 @pytest.mark.parametrize("make", PROBES, ids=[p.__name__ for p in PROBES])
-def test_probe(make: Callable[[], Probe], backend: str) -> None:
+def test_probe(make: Callable[[], Probe], backend: str, request: pytest.FixtureRequest) -> None:
     """The probe's calls agree with eager: results, exceptions, printed output, state."""
+    if backend == "inductor" and make in RNG_STREAM:
+        request.applymarker(pytest.mark.xfail(
+            strict=True, reason="inductor's counter-based RNG (default) is not eager's stream"))
     difference = compare(make, ours(backend))
+    assert difference is None, difference
+
+
+@pytest.mark.parametrize("make", RNG_STREAM, ids=[p.__name__ for p in RNG_STREAM])
+def test_rng_probe_with_fallback_random(make: Callable[[], Probe]) -> None:
+    """With fallback_random, inductor's random ops draw eager's numbers from eager's stream."""
+    import compiler
+
+    compiler.reset()
+    difference = compare(make, lambda fn: compiler.compile(
+        fn, backend="inductor", options={"fallback_random": True}))
     assert difference is None, difference
 
 
