@@ -181,3 +181,24 @@ def test_local_objects_are_not_portable() -> None:
     tree, _ = _tree(Holder(Holder(None)), local)
     with pytest.raises(portable_guards.NotPortable):
         portable_guards.encode(tree)
+
+
+def my_relu(x: torch.Tensor) -> torch.Tensor:
+    return x.clamp_min(0)
+
+
+def test_an_object_put_in_anothers_place_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    # NOTE: `torch.relu = my_relu` in the new process: found under the recorded name, but it
+    # is not the recorded object (it names itself otherwise)
+    import guards
+    from compiler import portable_guards
+    from guards.sources import AttrSource, ConstSource
+
+    source = AttrSource(ConstSource.of(torch), "relu")
+    builder = guards.GuardBuilder()
+    builder.add(source, guards.IdMatch.of(torch.relu))
+    data = portable_guards.encode(builder.build())
+    assert guards.interpret(portable_guards.decode(data, {}, {}), {}, {}) is None
+    monkeypatch.setattr(torch, "relu", my_relu)
+    with pytest.raises(portable_guards.NotPortable):
+        portable_guards.decode(data, {}, {})

@@ -131,9 +131,19 @@ def _class_ref(cls: type) -> Encoded:
 def _class(ref: Encoded) -> type:
     _, module, qualname, mro = ref
     cls = _resolve(module, qualname)
-    if not isinstance(cls, type) or tuple(_name(c) for c in cls.__mro__[1:]) != tuple(mro):
+    if (not isinstance(cls, type) or not _named(cls, module, qualname)
+            or tuple(_name(c) for c in cls.__mro__[1:]) != tuple(mro)):
         raise NotPortable(f"class {module}.{qualname} differs")
     return cls
+
+
+def _named(obj: Any, module: str, qualname: str) -> bool:
+    """Whether `obj` is found as `module.qualname` and names itself so: an object put in
+    another's place (`torch.relu = my_relu`) names itself otherwise."""
+    try:
+        return _name(obj) == (module, qualname)
+    except NotPortable:
+        return False
 
 
 # --------------------------------------------------------------------------- constants
@@ -200,7 +210,7 @@ def _object(obj: Any) -> Encoded:
                         types.MethodWrapperType, types.ClassMethodDescriptorType,
                         types.GetSetDescriptorType, types.MemberDescriptorType)):
         module, qualname = _name(obj)
-        return ("named", module, qualname)
+        return ("named", module, qualname, type(obj).__qualname__)
     if isinstance(obj, (torch.Tensor, torch._ops.OpOverload, torch._ops.OpOverloadPacket,
                         types.MappingProxyType, staticmethod, classmethod, property)):
         raise NotPortable(f"a {type(obj).__qualname__} checked by identity")
@@ -227,17 +237,19 @@ def _matches(description: Encoded, value: Any) -> bool:
             return bool(value == encoded[1])
         return constant_matches(value, _unconst(encoded))
     if tag == "module":
-        return isinstance(value, types.ModuleType) and sys.modules.get(description[1]) is value
+        return (isinstance(value, types.ModuleType) and value.__name__ == description[1]
+                and sys.modules.get(description[1]) is value)
     if tag == "code":
         return isinstance(value, types.CodeType) and code_digest(value) == description[1]
     if tag == "type":
         return value is _class(description[1])
     if tag == "function":
         return (isinstance(value, types.FunctionType)
-                and value is _resolve(description[1], description[2])
+                and _named(value, description[1], description[2])
                 and code_digest(value.__code__) == description[3])
     if tag == "named":
-        return value is _resolve(description[1], description[2])
+        return (type(value).__qualname__ == description[3]
+                and _named(value, description[1], description[2]))
     if tag == "instance":
         return type(value) is _class(description[1])
     raise NotPortable(f"unknown object tag {tag!r}")
