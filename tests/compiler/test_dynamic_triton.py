@@ -162,7 +162,8 @@ def test_int_argument_and_slice(kernels: list[str]) -> None:
 
 def test_kernel_takes_its_sizes(kernels: list[str]) -> None:
     """The symbolic graph's Triton kernel: sizes as (unspecialized) arguments, masks and
-    the row loop bounded by them, no size baked in."""
+    the row loop bounded by them, no size baked in; a row in one block when the launcher's
+    RBLOCK covers the call's rows (ONE_BLOCK), else looped."""
     del kernels
     compiler.reset()
     sources: list[str] = []
@@ -185,4 +186,5 @@ def test_kernel_takes_its_sizes(kernels: list[str]) -> None:
     assert len(sizes) == 2, head
     assert all(s in source.split("do_not_specialize=")[1].splitlines()[0] for s in sizes)
     assert any(f"range(0, {s}, RBLOCK)" in source for s in sizes), source
+    assert "if ONE_BLOCK:" in source  # NOTE: short rows in one block, long ones looped
     assert "37" not in source and "5," not in head

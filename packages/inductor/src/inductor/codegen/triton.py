@@ -75,6 +75,7 @@ class TritonKernel:
     # launcher computes the grid and picks block sizes for each call's sizes
     sizes: tuple[str, ...] = ()
     numels: str = ""
+    one_block: bool = False  # takes ONE_BLOCK: one block per row when RBLOCK covers it
 
 
 def _inner_numel(group: FusedGroup, node: ComputedBuffer) -> int:
@@ -162,6 +163,9 @@ class TritonGen:
         # size comes from its length at each call, so short rows take one iteration)
         self.persistent = self.reduction and is_static(self.rnumel) and (
             self.rnumel <= PERSISTENT_MAX)
+        # NOTE: rows of symbolic length, short in the example: both ways in one kernel
+        self.one_block = self.reduction and not self.persistent and (
+            size_hint(self.rnumel) <= PERSISTENT_MAX)
         self.checks: list[KernelCheck] = []
         self.params: dict[str, str] = {}
         self.scalars: set[str] = set()
@@ -516,14 +520,33 @@ class TritonGen:
                 level = "r" if inner else "x"
                 self._emit_ops(w, ni, n, range(len(n.body.ops)), subs, {}, level)
         elif self.persistent:
-            w.add("ridx = tl.arange(0, RBLOCK)[None, :]")
-            w.add(f"rmask = ridx < {self.rnumel}")
-            self._inner_decomposition(w)
-            for ni, n, subs, inner in prepared:
-                self._persistent_node(w, ni, n, subs, inner)
+            self._persistent(w, prepared)
+        elif self.one_block:
+            # NOTE: a row of symbolic length: one block per row (`ONE_BLOCK`, when the
+            # launcher's RBLOCK covers this call's rows), else looped over blocks
+            w.add("if ONE_BLOCK:")
+            w.level += 1
+            self._persistent(w, prepared)
+            w.level -= 1
+            self.values.clear()
+            self._loads.clear()
+            self._stored_in_loop.clear()
+            w.add("else:")
+            w.level += 1
+            self._looped(w, prepared)
+            w.level -= 1
         else:
             self._looped(w, prepared)
         return self._finish(w)
+
+    def _persistent(self, w: _Lines, prepared: list[tuple[int, ComputedBuffer,
+                                                          dict[sympy.Symbol, sympy.Expr],
+                                                          tuple[int, ...]]]) -> None:
+        w.add("ridx = tl.arange(0, RBLOCK)[None, :]")
+        w.add(f"rmask = ridx < {self.texpr(sympy.sympify(self.rnumel))}")
+        self._inner_decomposition(w)
+        for ni, n, subs, inner in prepared:
+            self._persistent_node(w, ni, n, subs, inner)
 
     def _persistent_node(self, w: _Lines, ni: int, n: ComputedBuffer,
                          subs: dict[sympy.Symbol, sympy.Expr], inner: tuple[int, ...]) -> None:
@@ -735,7 +758,10 @@ class TritonGen:
             # NOTE: sizes take every value: no recompile per value class on the GPU
             seeds += sizes
             numels = f"({pyexpr(sympy.sympify(self.xnumel))}, {pyexpr(sympy.sympify(self.rnumel))})"
-        sig = ", ".join([*args, "XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"])
+        constexprs = ["XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"]
+        if self.one_block:
+            constexprs.append("ONE_BLOCK: tl.constexpr")
+        sig = ", ".join([*args, *constexprs])
         dns = f"do_not_specialize={list(seeds)!r}" if seeds else ""
         deco = f"@triton.jit({dns})" if dns else "@triton.jit"
         kernel_text = f"{deco}\ndef KERNEL_NAME({sig}):\n" + "\n".join(w.lines) + "\n"
@@ -749,7 +775,7 @@ class TritonGen:
             name, source.replace("KERNEL_NAME", name), tuple(names), tuple(self.checks),
             frozenset(self.scalars), str(self.device), self.xnumel, self.rnumel,
             self.reduction, self.persistent, self._configs(), self.interpret, self.inplace,
-            seeds, sizes=sizes, numels=numels)
+            seeds, sizes=sizes, numels=numels, one_block=self.one_block)
 
     def _configs(self) -> tuple[tuple[int, int, int], ...]:
         # NOTE: symbolic sizes: chosen from the example's sizes here (the launcher chooses

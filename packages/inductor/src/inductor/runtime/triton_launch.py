@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from inductor import config
-from inductor.codegen.triton import TritonKernel, triton_configs
+from inductor.codegen.triton import PERSISTENT_MAX, TritonKernel, triton_configs
 from inductor.runtime.triton_math import interpret_triton_library
 
 log = logging.getLogger("inductor")
@@ -193,9 +193,13 @@ class Launcher:
              numels: tuple[int, int] | None = None) -> Any:
         xb, rb, warps = cfg
         grid = self._grid(cfg, numels)
+        extra: dict[str, Any] = {}
+        if self.kernel.one_block:
+            assert numels is not None
+            extra["ONE_BLOCK"] = rb >= numels[1]
         if self.kernel.interpret:
-            return self.fn[grid](*args, XBLOCK=xb, RBLOCK=rb)
-        return self.fn[grid](*args, XBLOCK=xb, RBLOCK=rb, num_warps=warps)
+            return self.fn[grid](*args, XBLOCK=xb, RBLOCK=rb, **extra)
+        return self.fn[grid](*args, XBLOCK=xb, RBLOCK=rb, num_warps=warps, **extra)
 
     def _call_symbolic(self, args: Sequence[Any]) -> None:
         """A kernel taking its sizes: grid and block sizes from this call's sizes."""
@@ -204,7 +208,9 @@ class Launcher:
         bucket = (_pow2(numels[0]), _pow2(numels[1]))
         cfg = self._by_bucket.get(bucket)
         if cfg is None:
-            configs = triton_configs(*bucket, k.reduction, k.persistent, k.interpret)
+            one_block = k.one_block and bucket[1] <= PERSISTENT_MAX
+            configs = triton_configs(*bucket, k.reduction, k.persistent or one_block,
+                                     k.interpret)
             cfg = self._tune(args, configs, numels)
             self._by_bucket[bucket] = cfg
         self._run(cfg, args, numels)
