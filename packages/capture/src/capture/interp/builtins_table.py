@@ -19,14 +19,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
-from guards.sources import AttrSource, ItemSource, Source
 
 from capture import torch_ops
 from capture.contexts import LiveIterator
 from capture.graph_break import HINT_DATA_DEPENDENT, GraphBreakKind, RaisedInTrace, unsupported
-from capture.interp import dispatch, operators
+from capture.interp import dispatch, iteration, operators
 from capture.interp.lookup_guards import class_method
-from capture.output_graph import GuardKind
 from capture.values import (
     ConstantValue,
     ContextValue,
@@ -333,7 +331,7 @@ def iterate(tx: Translator, value: Value) -> IteratorValue:
             return IteratorValue(value.dict_items.unpack())
         effects = tx.output.side_effects
         if isinstance(value.obj, LiveIterator) and value.source is not None:
-            return _live_iterator(tx, value.obj, value.source)
+            return iteration.live_iterator(tx, value.obj, value.source)
         own_iter = class_method(tx, value.cls, "__iter__")
         if own_iter is not None and hasattr(own_iter, "__code__"):
             # NOTE: a class's own `__iter__` is traced (what it iterates, `self.items`, is
@@ -344,8 +342,8 @@ def iterate(tx: Translator, value: Value) -> IteratorValue:
             # NOTE: existing objects (configs, registries) iterate for real; their items are
             # treated as constants of this trace.
             if isinstance(value.obj, collections.deque) and value.source is not None:
-                return _deque_items(tx, value, value.obj, value.source)
-            if not isinstance(value.obj, _IMMUTABLE_ITERABLES):
+                return iteration.deque_items(tx, value, value.obj, value.source)
+            if not isinstance(value.obj, iteration.IMMUTABLE_ITERABLES):
                 # NOTE: a C container whose items nothing would guard.
                 raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT,
                                   f"iterating the existing {type(value.obj).__name__} object")
@@ -372,40 +370,6 @@ def iterate(tx: Translator, value: Value) -> IteratorValue:
 
 
 _MAX_SEQUENCE_ITEMS = 100_000
-#: Iterables whose items cannot change (their identity is guarded with the object).
-_IMMUTABLE_ITERABLES = (tuple, frozenset, str, bytes, range)
-
-
-def _live_iterator(tx: Translator, live: LiveIterator, source: Source) -> IteratorValue:
-    """A loop's iterator handed over a graph break (`capture.contexts.LiveIterator`): the
-    container read through its guarded source, iterated from the same position."""
-    from capture.values.wrap import wrap
-
-    for attr in ("kind", "index", "size"):
-        tx.output.add_guard(AttrSource(source, attr), GuardKind.CONST_EQ, getattr(live, attr))
-    container = wrap(tx.output, live.container, AttrSource(source, "container"))
-    if not isinstance(live.container, list) and len(live.container) != live.size:
-        raise unsupported(GraphBreakKind.EXCEPTION,
-                          f"RuntimeError: {type(live.container).__name__} changed size "
-                          "during iteration")
-    if isinstance(container, DictValue):
-        it: IteratorValue = DictIteratorValue(container, live.kind)
-    else:
-        it = iterate(tx, container)
-    it.index = live.index
-    return it
-
-
-def _deque_items(tx: Translator, value: Value, dq: collections.deque[Any],
-                 source: Source) -> IteratorValue:
-    """A deque's items, each read through its index and guarded, and its length guarded."""
-    from capture.values.wrap import wrap
-
-    tx.output.add_guard(source, GuardKind.LEN, len(dq))
-    return IteratorValue([wrap(tx.output, item, ItemSource(source, i))
-                          for i, item in enumerate(dq)], value)
-
-
 def _sequence_protocol(tx: Translator, value: Value, getitem: object) -> IteratorValue:
     """`iter()` of an object with `__getitem__` and no `__iter__`: items 0, 1, ... until
     `__getitem__` raises IndexError (or StopIteration), as CPython's sequence iterator does."""
