@@ -43,6 +43,31 @@ class Probe:
     cleanup: Callable[[], None] | None = None
 
 
+Make = Callable[[], Probe]
+
+
+def registry() -> tuple[list[Make], Callable[[Make], Make]]:
+    """A probe file's list of probes and the decorator (`@probe`) that appends to it."""
+    probes: list[Make] = []
+
+    def probe(make: Make) -> Make:
+        probes.append(make)
+        return make
+
+    return probes, probe
+
+
+def T(*shape: int, seed: int = 0, grad: bool = False) -> torch.Tensor:
+    """A seeded random tensor (the same values in the eager and the compiled run)."""
+    t = torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+    return t.requires_grad_(grad)
+
+
+def grads(*tensors: torch.Tensor) -> list[Any]:
+    """Copies of the tensors' gradients (None where there is none)."""
+    return [None if t.grad is None else t.grad.clone() for t in tensors]
+
+
 def _snapshot(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return (value.detach().clone(), value.requires_grad, value.dtype)

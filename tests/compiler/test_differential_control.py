@@ -23,18 +23,9 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
-from _probe_runner import Probe, compare, main, ours
+from _probe_runner import Probe, T, compare, main, ours, registry
 
-PROBES: list[Callable[[], Probe]] = []
-
-
-def probe(make: Callable[[], Probe]) -> Callable[[], Probe]:
-    PROBES.append(make)
-    return make
-
-
-def T(*shape: int, seed: int = 0) -> torch.Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+PROBES, probe = registry()
 
 
 class ProbeWarning(UserWarning):

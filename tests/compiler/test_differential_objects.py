@@ -23,24 +23,10 @@ from typing import Any
 
 import pytest
 import torch
-from _probe_runner import Probe, compare, main, ours
+from _probe_runner import Probe, T, compare, grads, main, ours, registry
 from torch import nn
 
-PROBES: list[Callable[[], Probe]] = []
-
-
-def probe(make: Callable[[], Probe]) -> Callable[[], Probe]:
-    PROBES.append(make)
-    return make
-
-
-def T(*shape: int, seed: int = 0, grad: bool = False) -> torch.Tensor:
-    t = torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
-    return t.requires_grad_(grad)
-
-
-def grads(*tensors: torch.Tensor) -> list[Any]:
-    return [None if t.grad is None else t.grad.clone() for t in tensors]
+PROBES, probe = registry()
 
 
 # ------------------------------------------------------------------ descriptors and classes

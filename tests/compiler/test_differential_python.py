@@ -25,19 +25,10 @@ from typing import Any
 
 import pytest
 import torch
-from _probe_runner import Probe, compare, main, ours
+from _probe_runner import Probe, T, compare, main, ours, registry
 from torch import nn
 
-PROBES: list[Callable[[], Probe]] = []
-
-
-def probe(make: Callable[[], Probe]) -> Callable[[], Probe]:
-    PROBES.append(make)
-    return make
-
-
-def T(*shape: int, seed: int = 0) -> torch.Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+PROBES, probe = registry()
 
 
 class Obj:
