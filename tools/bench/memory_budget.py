@@ -26,6 +26,7 @@ end), not failed on: this machine's timings are noisy.
 Usage: python tools/bench/memory_budget.py [--models gpt2-sdpa,gpt2-eager,vit,mlp,cnn]
            [--backends aot_eager,inductor] [--budgets 1.0,0.75,0.5,0.25,0.0] [--repeat N]
            [--svg-dir DIR] [--svg-budgets 0.5,0.25] [--no-torch] [--threads N]
+           [--clock wall|cpu]
 """
 
 from __future__ import annotations
@@ -214,10 +215,19 @@ def train_step(fn: Callable[..., torch.Tensor], work: Workload, *, count: bool =
     return Step(loss.detach(), grads, saved[0])
 
 
+# NOTE: --clock cpu: this process's CPU time (time.process_time) instead of wall time; with
+# one intra-op thread it is the step's own work, which a loaded shared machine does not
+# stretch (wall-clock steps there ran 2-5x longer than their CPU time).
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
+_clock = [time.perf_counter]
+
+
 def timed_step(fn: Callable[..., torch.Tensor], work: Workload) -> float:
-    start = time.perf_counter()
+    """Seconds of one training step on the chosen clock (--clock)."""
+    clock = _clock[0]
+    start = clock()
     train_step(fn, work, count=False)
-    return time.perf_counter() - start
+    return clock() - start
 
 
 def round_robin(fns: dict[str, Callable[..., torch.Tensor]], work: Workload,
@@ -416,6 +426,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--budgets", default=",".join(str(b) for b in BUDGETS))
     parser.add_argument("--repeat", type=int, default=7,
                         help="timed rounds (one step of ours, torch's, eager's each)")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                        help="step time as wall time or this process's CPU time")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch intra-op threads (0: one per core)")
     parser.add_argument("--svg-dir", default=str(ROOT / "out"),
@@ -450,6 +462,7 @@ def main(argv: list[str]) -> int:
 def _main(argv: list[str]) -> int:
     args = parse(argv)
     torch.set_num_threads(args.threads if args.threads > 0 else max(1, os.cpu_count() or 1))
+    _clock[0] = CLOCKS[args.clock]
     # NOTE: torch's caches would hand one budget's compiled graphs to another budget.
     import torch._functorch.config as functorch_config
     import torch._inductor.config as inductor_config
@@ -462,7 +475,7 @@ def _main(argv: list[str]) -> int:
         svg_dir.mkdir(parents=True, exist_ok=True)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; saved bytes by "
           "saved-tensor hooks (distinct storages, parameters/buffers/inputs excluded); "
-          f"step ms: median of {args.repeat} round-robin rounds, t/torch and t/eager: median "
+          f"step ms ({args.clock} clock): median of {args.repeat} round-robin rounds, t/torch and t/eager: median "
           "of the per-round ratios; 'plot MB' '=': the Pareto SVG's chosen point equals the "
           "measured bytes\n")
     print(HEADER, flush=True)
