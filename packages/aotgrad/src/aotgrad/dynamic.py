@@ -123,7 +123,9 @@ def _fake_like(mode: FakeTensorMode, real: torch.Tensor,
         fake = torch.empty_strided(meta.shape, meta.stride(), dtype=meta.dtype,
                                    device=meta.device, requires_grad=bool(real.requires_grad))
         if real.requires_grad and not real.is_leaf:
-            fake = fake.clone()
+            # NOTE: a history under the caller's no_grad too (a graph that turns grad on)
+            with torch.enable_grad():
+                fake = fake.clone()
     return fake
 
 
