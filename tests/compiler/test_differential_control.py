@@ -807,8 +807,13 @@ def int_tensor_in_place_true_division() -> Probe:
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
 @pytest.mark.parametrize("make", PROBES, ids=[p.__name__ for p in PROBES])
-def test_probe(make: Callable[[], Probe], backend: str) -> None:
+def test_probe(make: Callable[[], Probe], backend: str, request: pytest.FixtureRequest) -> None:
     """The probe's calls agree with eager: results, exceptions, printed output, state."""
+    if backend != "eager" and make is print_tensor_with_grad_fn:
+        # NOTE: the value is the output of a graph run as one autograd node: its repr names
+        # that node (CompiledFunctionBackward, as under torch.compile), not eager's MulBackward0
+        request.applymarker(pytest.mark.xfail(
+            strict=True, reason="a compiled graph's output has the graph's grad_fn"))
     difference = compare(make, ours(backend))
     assert difference is None, difference
 
