@@ -11,10 +11,12 @@ import logging
 import traceback
 import warnings
 
+import _user_asserts
 import capture
 import compiler
 import pytest
 import torch
+from _user_asserts import checked
 
 BACKENDS = ["eager", "aot_eager", "inductor"]
 
@@ -35,9 +37,11 @@ def _raised(fn, *args, **kwargs) -> BaseException:
 
 
 def _user_line(error: BaseException) -> tuple[str, int]:
-    """File and line of the innermost traceback frame in this test file."""
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == __file__]
-    assert frames, f"no frame of {__file__} in the traceback of {error!r}"
+    """File and line of the innermost traceback frame in the user's code (this test file or
+    `_user_asserts`)."""
+    users = (__file__, _user_asserts.__file__)
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename in users]
+    assert frames, f"no frame of {users} in the traceback of {error!r}"
     return frames[-1].filename, frames[-1].lineno
 
 
@@ -123,11 +127,6 @@ def matmul(x, y):
 
 def lookup(x, table, key):
     return x * table[key]
-
-
-def checked(x):
-    assert x.shape[0] == 3, f"need 3 rows, got {x.shape[0]}"
-    return x.cos()
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
