@@ -35,7 +35,7 @@ from inductor.layout_opt import channels_last_convolutions
 from inductor.lowering import load_rules
 from inductor.lowering.context import LoweringContext
 from inductor.lowering.extern import aten_only_reason, aten_op_counts
-from inductor.runtime.cpp_build import CompilerUnusable
+from inductor.runtime.build_errors import CompilerUnusable
 from inductor.runtime.cudagraphs import cudagraph_call, runs_on_cpu
 from inductor.scheduler.fusion import FusedGroup, Step, assign_locals, fuse, remove_dead
 from inductor.scheduler.memory import plan_memory

@@ -31,6 +31,7 @@ from typing import Any
 from inductor import config
 from inductor.codegen.cpp import CppKernel
 from inductor.codegen.cpp_prelude import PRELUDE
+from inductor.runtime.build_errors import BuildError, CompilerUnusable
 from inductor.runtime.disk_cache import DiskCache, resolve_dir
 
 log = logging.getLogger("inductor.build")
@@ -46,13 +47,6 @@ _caches: dict[Path, DiskCache] = {}
 _LIBRARY = re.compile(r"^lib_([0-9a-f]{32})\.so$")
 
 
-class BuildError(RuntimeError):
-    """A kernel library could not be built or loaded."""
-
-
-class CompilerUnusable(BuildError):
-    """The configured C++ compiler is missing or does not run: no kernel of any graph can
-    be built (unlike a compile error in one kernel), so no fallback strategy helps."""
 
 
 def _cache() -> DiskCache:
