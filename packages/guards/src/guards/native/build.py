@@ -341,9 +341,8 @@ _BOOTSTRAP = ("import sys; sys.argv[1] in sys.path or sys.path.append(sys.argv[1
 
 def background_command(plan: BuildPlan) -> list[str]:
     """The command line of the detached build of `plan` (see `guards.native.__main__`)."""
-    import guards
-
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(str(guards.__file__))))
+    # this file is <root>/guards/native/build.py: the folder holding the `guards` package
+    package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     return [sys.executable, "-c", _BOOTSTRAP, package_root, "--background", "--cache-dir",
             str(plan.path.parent), "--cxx", plan.cxx, "--key", plan.key]
 
