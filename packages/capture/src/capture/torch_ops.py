@@ -468,13 +468,3 @@ def tensor_attribute(tx: Translator, value: TensorValue, name: str) -> Value | N
     if name == "grad":
         raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, "reading tensor.grad while tracing")
     return None
-
-
-def unbind_for_iteration(value: TensorValue) -> list[Value]:
-    """`for row in tensor`: one getitem node per row."""
-    from capture.interp.translator import Translator  # noqa: F401  # typing only
-
-    raise unsupported(
-        GraphBreakKind.UNSUPPORTED_OBJECT,
-        "iterating over a tensor (use an explicit range over tensor.shape[0])",
-    )

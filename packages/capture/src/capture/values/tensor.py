@@ -8,6 +8,7 @@ import torch
 import torch.fx
 from guards.sources import Source
 
+from capture.graph_break import GraphBreakKind, unsupported
 from capture.values.base import Value
 
 if TYPE_CHECKING:
@@ -35,9 +36,12 @@ class TensorValue(Value):
         return self.cls
 
     def unpack(self) -> list[Value]:
-        from capture import torch_ops
-
-        return torch_ops.unbind_for_iteration(self)
+        # NOTE: `for row in x` is traced by `interp.builtins_table.iterate` (one getitem
+        # per row); a tensor reaching `unpack` directly is not taken apart here.
+        raise unsupported(
+            GraphBreakKind.UNSUPPORTED_OBJECT,
+            "iterating over a tensor (use an explicit range over tensor.shape[0])",
+        )
 
     def reconstruct(self, cg: CodeBuilder) -> None:
         if self.source is not None:
