@@ -1,5 +1,6 @@
-"""capture/interp imports one way: no import cycle between its modules, counting imports
-made inside functions (tools/import_cycles.py builds the graph with `ast`)."""
+"""capture imports one way: no import cycle between its modules (the interpreter's, and those
+of the whole package: values, output_graph, side_effects, torch_ops, frame...), counting
+imports made inside functions (tools/import_cycles.py builds the graph with `ast`)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,17 @@ def test_interp_has_no_import_cycle():
     runtime, _ = tool.import_graph(ROOT / "packages/capture/src/capture/interp")
     assert "capture.interp.dispatch" in runtime
     assert tool.cycles(runtime) == []
+
+
+def test_capture_has_no_import_cycle():
+    tool = _tool()
+    runtime, _ = tool.import_graph(ROOT / "packages/capture/src/capture")
+    assert "capture.output_graph" in runtime and "capture.interp.translator" in runtime
+    assert tool.cycles(runtime) == []
+    # NOTE: the layers below the interpreter do not reach up into it.
+    for low in ("capture.values.base", "capture.values.tensor", "capture.side_effects",
+                "capture.output_graph", "capture.torch_ops"):
+        assert not any(m.startswith("capture.interp") for m in runtime[low]), low
 
 
 def test_the_checker_finds_a_cycle_held_by_an_import_inside_a_function(tmp_path):

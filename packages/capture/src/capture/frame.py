@@ -662,7 +662,7 @@ def _replay_side_effects(cg: codegen.CodeBuilder, output: OutputGraph) -> None:
     temporaries), while the state is still the one the sources describe; the mutations are
     applied after. So replaying one mutation never changes what another reads (`A.append(B[0]);
     B.pop(0)` appends B's old first item), whatever order they are emitted in."""
-    from capture.interp.handlers_load_store import DELETED
+    from capture.side_effects import DELETED
     from capture.values import DictValue, ListValue, SetValue
 
     effects = output.side_effects

@@ -11,9 +11,14 @@ from typing import TYPE_CHECKING
 from guards.sources import AttrSource
 
 from capture.graph_break import GraphBreakKind, unsupported
+from capture.values import ConstantValue
 
 if TYPE_CHECKING:
     from capture.values import Value
+
+#: The value a recorded `del obj.name` leaves in the attribute writes (`store_attr`): the
+#: replay deletes the attribute, and a later read in the trace finds it missing.
+DELETED = ConstantValue(object())
 
 
 class SideEffects:
@@ -82,8 +87,6 @@ class SideEffects:
     def pending_class_attr(self, cls: type, name: str) -> Value | None:
         """The value written earlier in this trace to `name` on `cls` or the base class that a
         lookup through `cls` (or one of its instances) finds first, if any."""
-        from capture.interp.handlers_load_store import DELETED
-
         for klass in cls.__mro__:
             entry = self.attr_writes.get(id(klass))
             if entry is not None and name in entry[1]:

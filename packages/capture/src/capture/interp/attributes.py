@@ -20,7 +20,7 @@ from guards.sources import (
     SubmoduleSource,
 )
 
-from capture import torch_ops
+from capture import side_effects, torch_ops
 from capture.graph_break import GraphBreakKind, RaisedInTrace, unsupported
 from capture.interp import dispatch, lookup_guards, tensor_facts
 from capture.interp.builtins_table import special
@@ -58,7 +58,7 @@ def get_attr(tx: Translator, value: Value, name: str) -> Value:
         _guard_absent(tx, value, name)
         raise
 
-    if result is dispatch.DELETED:
+    if result is side_effects.DELETED:
         raise AttrMissing(name)
     return result
 
@@ -495,7 +495,7 @@ def delete_attribute(tx: Translator, owner: Value, name: str) -> None:
         if effects.pending_attr(owner, name) is not None and not hasattr(real, name):
             effects.attr_writes[effects.key(owner)][1].pop(name)
             return
-        effects.store_attr(owner, name, dispatch.DELETED)
+        effects.store_attr(owner, name, side_effects.DELETED)
         return
     raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, f"del of attribute {name!r}")
 

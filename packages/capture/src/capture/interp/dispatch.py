@@ -13,22 +13,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from capture.values import ConstantValue
-
 if TYPE_CHECKING:
     from capture.interp.translator import Translator
     from capture.values import IteratorValue, Value
 
-__all__ = ["DELETED", "AttrMissing", "call_value", "get_attr", "guard_missing_attr", "iterate",
+__all__ = ["AttrMissing", "call_value", "get_attr", "guard_missing_attr", "iterate",
            "store_attr"]
 
 
 class AttrMissing(Exception):
     """The attribute does not exist (what AttributeError would be in eager)."""
-
-
-#: The value a recorded `del obj.name` leaves in the side-effect table.
-DELETED = ConstantValue(object())
 
 
 def _not_loaded(name: str) -> Callable[..., Any]:

@@ -9,7 +9,6 @@ from guards.sources import ConstSource, GlobalSource, ItemSource, Source
 from capture.bytecode import versions
 from capture.bytecode.instructions import Instruction
 from capture.graph_break import GraphBreakKind, unsupported
-from capture.interp import dispatch
 from capture.interp.attributes import AttrMissing, delete_attribute, get_attr, store_attr
 from capture.interp.registry import handler
 from capture.interp.translator import Translator
@@ -230,9 +229,6 @@ def store_attr_handler(tx: Translator, ins: Instruction) -> None:
 @handler("DELETE_ATTR")
 def delete_attr(tx: Translator, ins: Instruction) -> None:
     delete_attribute(tx, tx.pop(), str(ins.argval))
-
-
-DELETED = dispatch.DELETED
 
 
 @handler("IMPORT_NAME")
