@@ -37,6 +37,7 @@ from inductor.lowering.context import LoweringContext
 from inductor.lowering.extern import aten_only_reason, aten_op_counts
 from inductor.runtime.build_errors import CompilerUnusable
 from inductor.runtime.cudagraphs import cudagraph_call, runs_on_cpu
+from inductor.runtime.process_caches import register_clear
 from inductor.scheduler.fusion import FusedGroup, Step, assign_locals, fuse, remove_dead
 from inductor.scheduler.memory import plan_memory
 from inductor.symbols import SymbolicUnsupported, hints_of, size_hints
@@ -151,7 +152,11 @@ _plans: dict[str, Planned] = {}
 
 
 def clear_plan_cache() -> None:
+    """Forget the compiled plans of this process (`runtime/process_caches.clear_all` too)."""
     _plans.clear()
+
+
+register_clear("pipeline.plans", clear_plan_cache)
 
 
 def graph_key(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> str | None:

@@ -10,6 +10,7 @@ import torch
 
 from inductor.ir.nodes import BufferView, Pointwise
 from inductor.ir.ops import Ref, compute_dtype, ops
+from inductor.lowering.node_meta import example_value
 from inductor.sizevars import Expr
 from inductor.symbols import sym_sizes
 
@@ -24,8 +25,6 @@ def is_tensor(x: object) -> bool:
 
 
 def out_meta(ctx: LoweringContext, item: int | None = None) -> torch.Tensor:
-    from inductor.lowering.context import example_value
-
     assert ctx.node is not None
     ev = example_value(ctx.node)
     if item is not None:
@@ -36,6 +35,18 @@ def out_meta(ctx: LoweringContext, item: int | None = None) -> torch.Tensor:
 
 def out_size(ctx: LoweringContext) -> tuple[int, ...]:
     return sym_sizes(out_meta(ctx).shape)
+
+
+def filled(ctx: LoweringContext, value: Any) -> Pointwise:
+    """The current node's output (size, dtype, device from its meta) filled with `value`."""
+    meta = out_meta(ctx)
+    dtype = meta.dtype
+    size = sym_sizes(meta.shape)
+
+    def inner(idx: Sequence[Expr]) -> Ref:
+        return ops.constant(value, dtype)
+
+    return Pointwise(size, dtype, meta.device, inner)
 
 
 def broadcast_index(

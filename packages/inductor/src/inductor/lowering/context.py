@@ -23,12 +23,15 @@ from inductor.ir.nodes import (
     ComputedBuffer,
     ConstantBuffer,
     ExternKernel,
+    ExternOutput,
     InputBuffer,
     Pointwise,
     TensorValue,
 )
 from inductor.ir.ops import ops
-from inductor.lowering.registry import find_lowering
+from inductor.lowering.node_meta import example_value
+from inductor.lowering.registry import find_fallback, find_lowering
+from inductor.lowering.view_maps import apply_view
 from inductor.sizevars import Expr
 from inductor.symbols import size_hint, sym_expr, sym_sizes
 
@@ -37,12 +40,6 @@ log = logging.getLogger("inductor.lowering")
 
 class LoweringError(RuntimeError):
     pass
-
-
-def example_value(node: torch.fx.Node) -> Any:
-    if "example_value" in node.meta:
-        return node.meta["example_value"]
-    return node.meta.get("val")
 
 
 class LoweringContext:
@@ -87,8 +84,6 @@ class LoweringContext:
 
     def empty(self, layout: Layout) -> BufferView:
         """A buffer with no elements: allocated by the wrapper, never computed."""
-        from inductor.ir.nodes import ExternOutput
-
         name = self.new_name()
         kernel = ExternKernel(name, torch.empty_strided, (layout.size, layout.stride),
                               {"dtype": layout.dtype, "device": layout.device},
@@ -107,8 +102,6 @@ class LoweringContext:
         if layout is None and value.view_of is not None:
             # NOTE: store the base in its own order and view it, so an extern call gets
             # a strided view (e.g. a transpose) instead of a copy made in the view's order.
-            from inductor.lowering.views import apply_view
-
             base, size, mapping = value.view_of
             assert isinstance(base, (BufferView, Pointwise))
             viewed = apply_view(self.realize(base), size, mapping)  # type: ignore[arg-type]
@@ -230,9 +223,7 @@ class LoweringContext:
         if fn is not None:
             result = fn(self, *args, **kwargs)
         if result is NotImplemented or fn is None:
-            from inductor.lowering.extern import fallback
-
-            result = fallback(self, node.target, args, kwargs)
+            result = find_fallback()(self, node.target, args, kwargs)
         if isinstance(result, Pointwise):
             ev = example_value(node)
             if isinstance(ev, torch.Tensor) and ev.dtype != result.dtype:

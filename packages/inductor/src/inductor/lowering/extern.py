@@ -17,8 +17,9 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from inductor.ir.layout import Layout
 from inductor.ir.nodes import BufferView, ExternKernel, ExternOutput, Pointwise
-from inductor.lowering.context import LoweringContext, example_value
-from inductor.lowering.registry import lowering
+from inductor.lowering.context import LoweringContext
+from inductor.lowering.node_meta import example_value
+from inductor.lowering.registry import fallback_lowering, lowering
 
 log = logging.getLogger("inductor.extern")
 aten = torch.ops.aten
@@ -59,7 +60,9 @@ def _aliases(op: object, node: torch.fx.Node, ev: Any) -> bool:
     return bool(_storages(ev) & _storages((node.args, node.kwargs)))
 
 
+@fallback_lowering
 def fallback(ctx: LoweringContext, op: object, args: Any, kwargs: Any) -> Any:
+    """Lower `op(*args, **kwargs)` to an extern ATen call whose outputs are buffers."""
     reads: list[str] = []
     rargs = _realize_args(ctx, tuple(args), reads)
     rkwargs = {k: _realize_args(ctx, v, reads) for k, v in kwargs.items()}

@@ -10,7 +10,14 @@ import torch
 
 from inductor.ir.nodes import BufferView, Pointwise, TensorValue
 from inductor.ir.ops import Ref, ops
-from inductor.lowering.common import is_tensor, make_pointwise, out_meta, promote
+from inductor.lowering.common import (
+    filled,
+    is_tensor,
+    loader,
+    make_pointwise,
+    out_meta,
+    promote,
+)
 from inductor.lowering.context import LoweringContext
 from inductor.lowering.registry import lowering
 from inductor.sizevars import Expr
@@ -249,8 +256,6 @@ def _float_predicate(ctx: LoweringContext, a: Any) -> Pointwise:
 def _where(ctx: LoweringContext, cond: Any, a: Any, b: Any) -> Pointwise:
     dtype = out_meta(ctx).dtype
     size = sym_sizes(out_meta(ctx).shape)
-    from inductor.lowering.common import loader
-
     lc = loader(cond, size, torch.bool)
     la = loader(a, size, dtype)
     lb = loader(b, size, dtype)
@@ -347,54 +352,43 @@ def _conj_of_real(ctx: LoweringContext, x: Any) -> Any:
 # -- constructors --------------------------------------------------------------------------
 
 
-def _filled(ctx: LoweringContext, value: Any) -> Pointwise:
-    meta = out_meta(ctx)
-    dtype = meta.dtype
-    size = sym_sizes(meta.shape)
-
-    def inner(idx: Sequence[Expr]) -> Ref:
-        return ops.constant(value, dtype)
-
-    return Pointwise(size, dtype, meta.device, inner)
-
-
 @lowering(aten.full.default)
 def _full(ctx: LoweringContext, size: Any, value: Any, **kwargs: Any) -> Any:
     if is_tensor(value):
         return NotImplemented
-    return _filled(ctx, value)
+    return filled(ctx, value)
 
 
 @lowering(aten.full_like.default)
 def _full_like(ctx: LoweringContext, x: Any, value: Any, **kwargs: Any) -> Any:
-    return _filled(ctx, value)
+    return filled(ctx, value)
 
 
 @lowering(aten.zeros.default, aten.zeros_like.default, aten.empty.memory_format,
           aten.empty_like.default, aten.new_zeros.default, aten.new_empty.default,
           aten.empty_strided.default, aten.new_empty_strided.default)
 def _zeros(ctx: LoweringContext, *args: Any, **kwargs: Any) -> Pointwise:
-    return _filled(ctx, 0)
+    return filled(ctx, 0)
 
 
 @lowering(aten.ones.default, aten.ones_like.default, aten.new_ones.default)
 def _ones(ctx: LoweringContext, *args: Any, **kwargs: Any) -> Pointwise:
-    return _filled(ctx, 1)
+    return filled(ctx, 1)
 
 
 @lowering(aten.new_full.default)
 def _new_full(ctx: LoweringContext, x: Any, size: Any, value: Any, **kwargs: Any) -> Pointwise:
-    return _filled(ctx, value)
+    return filled(ctx, value)
 
 
 @lowering(aten.scalar_tensor.default)
 def _scalar_tensor(ctx: LoweringContext, value: Any, **kwargs: Any) -> Pointwise:
-    return _filled(ctx, value)
+    return filled(ctx, value)
 
 
 @lowering(aten.fill.Scalar)
 def _fill(ctx: LoweringContext, x: Any, value: Any) -> Pointwise:
-    return _filled(ctx, value)
+    return filled(ctx, value)
 
 
 @lowering(aten.arange.start_step, aten.arange.default, aten.arange.start)

@@ -20,6 +20,7 @@ from inductor.ir.ops import Ref, compute_dtype, ops
 from inductor.lowering.common import normalize_dims, out_meta
 from inductor.lowering.context import LoweringContext
 from inductor.lowering.registry import lowering
+from inductor.lowering.view_maps import apply_view, reshape_map
 from inductor.sizevars import Expr, is_static
 from inductor.symbols import SymbolicUnsupported, size_hint, sym_sizes
 
@@ -178,8 +179,6 @@ def _argmax(ctx: LoweringContext, x: TensorValue, dim: int | None = None,
         return NotImplemented
     if dim is None:
         if nd > 1:
-            from inductor.lowering.views import apply_view, reshape_map
-
             n = 1
             for s in x.size:
                 n *= s
@@ -288,8 +287,6 @@ def _var_mean(ctx: LoweringContext, x: TensorValue, dims: Any = None, *,
     var, mean = _var(ctx, x, dims, correction, keepdim, _node_layout(ctx, 0))
     meta = out_meta(ctx, 1)
     if sym_sizes(meta.shape) != mean.size:
-        from inductor.lowering.views import apply_view, reshape_map
-
         return var, apply_view(mean, sym_sizes(meta.shape),
                                reshape_map(mean.size, sym_sizes(meta.shape)))
     return var, mean

@@ -1,4 +1,5 @@
-"""The table of lowering rules, keyed by ATen OpOverload (or OpOverloadPacket)."""
+"""The table of lowering rules, keyed by ATen OpOverload (or OpOverloadPacket), and the
+rule for ops without one (an extern ATen call, registered by `lowering/extern.py`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from typing import Any, TypeVar
 
 LoweringFn = Callable[..., Any]
 LOWERINGS: dict[object, LoweringFn] = {}
+# NOTE: the fallback is registered rather than imported so the graph walk (context.py)
+# stays below the rules: extern.py's rule builds on the walk's LoweringContext.
+_FALLBACK: list[LoweringFn] = []
 F = TypeVar("F", bound=LoweringFn)
 
 
@@ -26,3 +30,17 @@ def find_lowering(target: object) -> LoweringFn | None:
         if packet is not None:
             fn = LOWERINGS.get(packet)
     return fn
+
+
+def fallback_lowering(fn: F) -> F:
+    """Register `fn(ctx, op, args, kwargs)` as the rule for ops without their own (or whose
+    rule returned NotImplemented)."""
+    _FALLBACK[:] = [fn]
+    return fn
+
+
+def find_fallback() -> LoweringFn:
+    """The registered fallback rule; an error when the rule modules were not loaded."""
+    if not _FALLBACK:
+        raise RuntimeError("no fallback lowering registered: call inductor.lowering.load_rules()")
+    return _FALLBACK[0]

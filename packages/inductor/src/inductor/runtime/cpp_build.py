@@ -33,6 +33,7 @@ from inductor.codegen.cpp import CppKernel
 from inductor.codegen.cpp_prelude import PRELUDE
 from inductor.runtime.build_errors import BuildError, CompilerUnusable
 from inductor.runtime.disk_cache import DiskCache, resolve_dir
+from inductor.runtime.process_caches import clear_all, register_clear
 
 log = logging.getLogger("inductor.build")
 
@@ -329,11 +330,16 @@ def load_kernels(kernels: Sequence[CppKernel]) -> dict[str, Any]:
     return result
 
 
-def clear_memory_cache() -> None:
-    """Forget loaded libraries and cached plans (to exercise the on-disk cache)."""
-    from inductor import pipeline
-
+def _clear_loaded() -> None:
     with _lock:
         _loaded.clear()
         _functions.clear()
-    pipeline.clear_plan_cache()
+
+
+register_clear("cpp_build", _clear_loaded)
+
+
+def clear_memory_cache() -> None:
+    """Forget loaded libraries, cached plans and every other in-process cache that
+    registered with `runtime/process_caches.py` (to exercise the on-disk cache)."""
+    clear_all()
