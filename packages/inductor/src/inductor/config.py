@@ -95,6 +95,11 @@ class InductorConfig:
     max_autotune: bool = option(
         False, env="INDUCTOR_MAX_AUTOTUNE", affects_codegen=True,
         help="spend more compile time for faster kernels (CPU: more aggressive inlining)")
+    mm_template: str = option(
+        "auto", env="INDUCTOR_MM_TEMPLATE", affects_codegen=True,
+        help="max_autotune on the Triton target: 'auto' generates Triton matmul templates "
+             "(epilogues fused) and times them against ATen's call on a GPU (ATen's call "
+             "under the interpreter), 'always' runs the template, 'never' keeps ATen's call")
     cudagraphs: bool = option(False, env="INDUCTOR_CUDAGRAPHS", affects_codegen=True,
                               help="replay GPU work with CUDA graphs (no effect on CPU)")
     cpu_backend: str = option(

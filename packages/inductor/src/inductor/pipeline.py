@@ -35,6 +35,7 @@ from inductor.layout_opt import channels_last_convolutions
 from inductor.lowering import load_rules
 from inductor.lowering.context import LoweringContext
 from inductor.lowering.extern import aten_only_reason, aten_op_counts
+from inductor.lowering.matmul import matmul_templates
 from inductor.runtime.build_errors import CompilerUnusable
 from inductor.runtime.cudagraphs import cudagraph_call, runs_on_cpu
 from inductor.runtime.process_caches import register_clear
@@ -88,6 +89,8 @@ def plan(gm: torch.fx.GraphModule, example_inputs: Sequence[object],
     ctx.run()
     live = {o.buffer.name for o in ctx.outputs if isinstance(o, BufferView)}
     kernels = remove_dead(ctx.kernels, live)
+    if not symbolic and config.options.max_autotune:
+        kernels = matmul_templates(kernels, ctx.buffers, _wants_template, ctx.extern_calls)
     if config.options.verify_ir:
         verify(ctx, kernels)
     steps = fuse(kernels, enabled=config.options.fusion, can_fuse=_can_fuse)
@@ -116,6 +119,16 @@ def plan(gm: torch.fx.GraphModule, example_inputs: Sequence[object],
         head, body = source.split("\n", 1)
         source = "\n".join([head, *(f"    {line}" for line in prologue), body])
     return Planned(ctx, steps, generated, targets, source, wrapper.namespace)
+
+
+def _wants_template(kernel: ExternKernel) -> bool:
+    """Whether the target of a matmul's device generates it (`mm_template` allowing)."""
+    setting = config.options.mm_template
+    if setting not in ("auto", "always", "never"):
+        raise ValueError(f"inductor: unknown mm_template {setting!r}; one of 'auto', "
+                         "'always', 'never'")
+    device = kernel.outputs[0].layout.device
+    return setting != "never" and has_target(device) and target_for(device).matmul_templates
 
 
 def _can_fuse(group: FusedGroup, node: ComputedBuffer, outer: tuple[int, ...]) -> bool:

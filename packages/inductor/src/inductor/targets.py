@@ -21,6 +21,7 @@ import torch
 from inductor import config
 from inductor.codegen.cpp import CppKernel, generate_kernel
 from inductor.codegen.triton import TritonKernel, triton_can_fuse
+from inductor.codegen.triton_mm import generate_matmul_template, is_matmul_group, matmul_can_fuse
 from inductor.codegen.triton_split import generate_triton_kernel
 from inductor.ir.checks import ERR_PARAM
 from inductor.ir.nodes import Buffer, ComputedBuffer
@@ -35,6 +36,7 @@ class Target(Protocol):
     """A code generator, its launcher and its fusion rules for one kind of device."""
 
     name: str
+    matmul_templates: bool  # generates matmuls itself (`lowering/matmul.py`) under max_autotune
 
     def generate(self, group: FusedGroup, buffers: dict[str, Buffer]) -> Kernel:
         """The kernel of one fused group."""
@@ -60,6 +62,7 @@ class CppTarget:
     """C++/OpenMP kernels built with the system compiler, called through ctypes."""
 
     name = "cpp"
+    matmul_templates = False
 
     def generate(self, group: FusedGroup, buffers: dict[str, Buffer]) -> Kernel:
         """The group's `extern "C"` function (`codegen/cpp.py`)."""
@@ -95,22 +98,29 @@ class TritonTarget:
     def __init__(self, interpret: bool) -> None:
         self.interpret = interpret
         self.name = "triton-interpreter" if interpret else "triton"
+        self.matmul_templates = True
 
     def generate(self, group: FusedGroup, buffers: dict[str, Buffer]) -> Kernel:
         """The group's `@triton.jit` kernel source and its launch configuration (two
-        kernels in one module for a split reduction)."""
+        kernels in one module for a split reduction; a matmul template for a group that
+        starts with a matmul, `codegen/triton_mm.py`)."""
+        if is_matmul_group(group):
+            return generate_matmul_template(group, buffers, interpret=self.interpret)
         return generate_triton_kernel(group, buffers, interpret=self.interpret)
 
     def load(self, kernels: Sequence[Kernel]) -> dict[str, Any]:
         """Launchers of the kernels (modules written to the cache directory, imported)."""
         from inductor.runtime.triton_launch import load_triton_kernels
+        from inductor.runtime.triton_mm_launch import load_matmul_kernels
 
-        tk = [k for k in kernels if isinstance(k, TritonKernel)]
-        if not tk:
+        tk = [k for k in kernels if isinstance(k, TritonKernel) and k.matmul is None]
+        mm = [k for k in kernels if isinstance(k, TritonKernel) and k.matmul is not None]
+        if not tk and not mm:
             return {}
         # NOTE: the wrapper's check after a checking kernel (deferred while a CUDA graph
         # is recorded: runtime/kernel_checks.py)
-        return {**load_triton_kernels(tk), "triton_check": triton_check}
+        return {**load_triton_kernels(tk), **load_matmul_kernels(mm),
+                "triton_check": triton_check}
 
     def launch(self, kernel: Kernel, checks: str) -> list[str]:
         """`kernel(tensor, ...)`; a kernel with checks gets fresh error slots on its
@@ -135,8 +145,9 @@ class TritonTarget:
 
     def can_fuse(self, group: FusedGroup, node: ComputedBuffer,
                  outer: tuple[int, ...]) -> bool:
-        """One Triton kernel has one reduction range (`triton_can_fuse`)."""
-        return triton_can_fuse(group, node, outer)
+        """One Triton kernel has one reduction range (`triton_can_fuse`); a matmul starts
+        its group, which then takes pointwise epilogues only (`matmul_can_fuse`)."""
+        return triton_can_fuse(group, node, outer) and matmul_can_fuse(group, node, outer)
 
 
 def triton_available() -> bool:

@@ -50,6 +50,26 @@ INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
+class MatmulPlan:
+    """What the launcher of a matmul template needs (`codegen/triton_mm.py`): the problem,
+    the operands as (buffer, size, stride, offset), the candidate configurations
+    (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages), and the ATen alternative: `op` into the
+    matmul's buffer, then `epilogue` (the group without the matmul) when there is one."""
+
+    op: str  # "mm", "addmm" or "bmm"
+    dims: tuple[int, int, int, int]  # batch, M, N, K
+    a: tuple[str, tuple[int, ...], tuple[int, ...], int]
+    b: tuple[str, tuple[int, ...], tuple[int, ...], int]
+    bias: tuple[str, tuple[int, ...], tuple[int, ...], int] | None
+    alpha: float
+    beta: float
+    out: tuple[str, tuple[int, ...], tuple[int, ...], int]
+    configs: tuple[tuple[int, int, int, int, int], ...]
+    choice: str  # "auto": timed against ATen on a GPU; "template"; "aten"
+    epilogue: TritonKernel | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class TritonKernel:
     """A generated Triton kernel: `source` is a whole module defining `name`."""
 
@@ -76,6 +96,7 @@ class TritonKernel:
     sizes: tuple[str, ...] = ()
     numels: str = ""
     one_block: bool = False  # takes ONE_BLOCK: one block per row when RBLOCK covers it
+    matmul: MatmulPlan | None = None  # a matmul template (`codegen/triton_mm.py`)
 
 
 def _inner_numel(group: FusedGroup, node: ComputedBuffer) -> int:

@@ -47,6 +47,22 @@ class ComputedBuffer(Buffer):
 
 
 @dataclass(eq=False, slots=True)
+class MatmulBuffer(ComputedBuffer):
+    """A matmul (`mm`, `addmm`, `bmm`) that a target may generate as a template kernel.
+
+    `body` is the matmul as a reduction over k (`alpha * sum(a * b) + beta * bias`, stored
+    in the output's dtype), so any code generator computes it right; the operands are kept
+    to build the template's tiled loads and the ATen call it is weighed against (`op`)."""
+
+    a: BufferView | None = None
+    b: BufferView | None = None
+    bias: BufferView | None = None
+    alpha: float = 1.0
+    beta: float = 1.0
+    op: object = None
+
+
+@dataclass(eq=False, slots=True)
 class ExternOutput(Buffer):
     kernel: ExternKernel | None = None
     path: tuple[int, ...] = ()

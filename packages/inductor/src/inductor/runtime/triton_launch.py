@@ -65,7 +65,7 @@ def _import(kernel: TritonKernel, path: Path) -> Any:
     return module
 
 
-def _overlapping(args: Sequence[Any]) -> bool:
+def overlapping(args: Sequence[Any]) -> bool:
     """Whether two tensor arguments share memory (a buffer reused under another name, or an
     alias an ATen call returned): then a kernel may read what it writes, and timing it by
     running it again would compute from its own output."""
@@ -83,7 +83,7 @@ def _pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-class _FastPath:
+class FastPath:
     """After the first launch of one `@triton.jit` function, later launches go through its
     compiled kernel directly while the tensors keep the first call's alignment."""
 
@@ -170,8 +170,8 @@ class Launcher:
                     self.config = best
             except (OSError, ValueError):
                 self.config = None
-        self.fast = _FastPath()
-        self.fast_final = _FastPath()
+        self.fast = FastPath()
+        self.fast_final = FastPath()
         self._numels: Any = None
         self._by_bucket: dict[tuple[int, int], tuple[int, int, int]] = {}
         if kernel.sizes:
@@ -272,7 +272,7 @@ class Launcher:
         symbolic = configs is not None
         configs = configs if configs is not None else k.configs
         if (k.interpret or len(configs) == 1 or k.inplace or not config.options.triton_autotune
-                or not torch.cuda.is_available() or _overlapping(args)):
+                or not torch.cuda.is_available() or overlapping(args)):
             return configs[0]
         times: list[tuple[float, tuple[int, int, int]]] = []
         run = self._run_split if k.split > 1 else self._run
@@ -300,11 +300,25 @@ class Launcher:
         best = min(times)[1]
         if symbolic:
             return best  # NOTE: per size bucket, in this process
-        try:
-            _write(self.best_path, json.dumps(list(best)))
-        except OSError:
-            pass
+        write_best(self.best_path, list(best))
         return best
+
+
+def kernel_module(kernel: TritonKernel) -> tuple[Any, Path]:
+    """The kernel's module (written to `cache_dir/triton` and imported) and the path of its
+    tuning record (`<name>.best`)."""
+    directory = _module_dir()
+    path = directory / f"{kernel.name}.py"
+    _write(path, kernel.source)
+    return _import(kernel, path), directory / f"{kernel.name}.best"
+
+
+def write_best(path: Path, choice: list[Any]) -> None:
+    """Record a tuning result beside its kernel (best effort: a read-only cache keeps none)."""
+    try:
+        _write(path, json.dumps(choice))
+    except OSError:
+        pass
 
 
 def load_triton_kernels(kernels: Sequence[TritonKernel]) -> dict[str, Any]:
@@ -315,10 +329,7 @@ def load_triton_kernels(kernels: Sequence[TritonKernel]) -> dict[str, Any]:
         with _lock:
             launcher = _launchers.get(k.name)
             if launcher is None:
-                directory = _module_dir()
-                path = directory / f"{k.name}.py"
-                _write(path, k.source)
-                launcher = Launcher(k, _import(k, path), directory / f"{k.name}.best")
+                launcher = Launcher(k, *kernel_module(k))
                 _launchers[k.name] = launcher
         out[k.name] = launcher
     return out
