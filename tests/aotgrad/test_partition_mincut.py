@@ -47,7 +47,7 @@ def test_min_cut_never_recomputes_a_banned_forward_op(case_name: str) -> None:
 
 def test_min_cut_recomputes_a_pointwise_chain_instead_of_saving_it() -> None:
     def fn(x: torch.Tensor) -> tuple[torch.Tensor]:
-        return (x.sin().cos().exp().sum(),)
+        return ((x.sin().cos() * 3.0).sum(),)
 
     joint, nfwd = trace_joint(fn, [torch.randn(64, requires_grad=True)])
     fw, bw = get_partitioner("min_cut")(joint, num_fwd_outputs=nfwd, config=PartitionConfig())
@@ -55,6 +55,22 @@ def test_min_cut_recomputes_a_pointwise_chain_instead_of_saving_it() -> None:
     assert saved_bytes(fw, nfwd) == 0
     bw_ops = {str(n.target) for n in bw.graph.nodes if n.op == "call_function"}
     assert {"aten.sin.default", "aten.cos.default"} <= bw_ops
+
+
+def test_min_cut_saves_a_result_eager_saves_instead_of_recomputing_its_chain() -> None:
+    """exp's backward reads exp's own output (eager saves it): min_cut saves it, as
+    torch.compile's partitioner does (saved: the input and exp's result), and recomputes
+    only the chain the other gradients need; the backward runs no exp."""
+
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor]:
+        return (x.sin().cos().exp().sum(),)
+
+    joint, nfwd = trace_joint(fn, [torch.randn(64, requires_grad=True)])
+    fw, bw = get_partitioner("min_cut")(joint, num_fwd_outputs=nfwd, config=PartitionConfig())
+    assert saved_bytes(fw, nfwd) == 64 * 4
+    bw_ops = [str(n.target) for n in bw.graph.nodes if n.op == "call_function"]
+    assert "aten.exp.default" not in bw_ops
+    assert "aten.sin.default" in bw_ops
     dfw, _ = get_partitioner("default")(joint, num_fwd_outputs=nfwd, config=PartitionConfig())
     assert saved_bytes(dfw, nfwd) > 0
 
@@ -114,12 +130,27 @@ def test_min_cut_saves_a_pointwise_value_a_matmul_reads_instead_of_recomputing_i
 
 def test_min_cut_still_recomputes_a_pointwise_value_only_a_reduction_reads() -> None:
     # a reduction fuses with the pointwise ops feeding it: nothing is materialized for it
+    # NOTE: sin and cos read their input in the backward, not their result (which eager
+    # does not save: `saved_as_result`); cos's value, which only the sum reads, is not saved
+    def fn(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor]:
+        return ((x @ w).sin().cos().sum(),)
+
+    x, w = torch.randn(8, 16), torch.randn(16, 16, requires_grad=True)
+    joint, nfwd = trace_joint(fn, [x, w])
+    fw, _ = get_partitioner("min_cut")(joint, num_fwd_outputs=nfwd, config=PartitionConfig())
+    assert saved_bytes(fw, nfwd) == 8 * 16 * 4  # x @ w or its sine
+    assert not any("cos" in name for name in fw.meta["saved_names"])
+
+
+def test_min_cut_saves_the_results_eager_saves_before_a_reduction() -> None:
+    # sigmoid's and exp's backward read their own results: saved (torch.compile saves the
+    # same two), not recomputed in the backward
     def fn(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor]:
         return ((x @ w).sigmoid().exp().sum(),)
 
     x, w = torch.randn(8, 16), torch.randn(16, 16, requires_grad=True)
     joint, nfwd = trace_joint(fn, [x, w])
     fw, bw = get_partitioner("min_cut")(joint, num_fwd_outputs=nfwd, config=PartitionConfig())
-    assert saved_bytes(fw, nfwd) == 8 * 16 * 4  # x @ w or its sigmoid; exp is redone
+    assert saved_bytes(fw, nfwd) == 2 * 8 * 16 * 4
     bw_ops = {str(n.target) for n in bw.graph.nodes if n.op == "call_function"}
-    assert "aten.exp.default" in bw_ops
+    assert not bw_ops & {"aten.exp.default", "aten.sigmoid.default"}

@@ -25,9 +25,16 @@ from torch import fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._pytree import tree_flatten
 
+from aotgrad.cse import eliminate_common_subexpressions
 from aotgrad.decompositions import get_decompositions
 from aotgrad.functionalize import FunctionalGraph, functionalize
-from aotgrad.trace import AtenTracer, new_fake_mode, run_with_meta, trace
+from aotgrad.trace import (
+    AtenTracer,
+    new_fake_mode,
+    run_with_meta,
+    saved_tensor_hooks_deferred,
+    trace,
+)
 from aotgrad.unread import drop_unread_arguments
 
 __all__ = ["JointGraph", "build_joint", "fresh_fakes", "fresh_primals", "trace_forward",
@@ -194,7 +201,8 @@ def trace_joint(
     tracer = AtenTracer(fake_mode, decompositions)
     tracer.placeholders(_names("primals", len(primals)), primals)
     tracer.placeholders(_names("tangents", len(tangents)), tangents)
-    with fake_mode, tracer, torch.set_grad_enabled(entry_grad_mode):
+    with (fake_mode, tracer, torch.set_grad_enabled(entry_grad_mode),
+          saved_tensor_hooks_deferred()):
         flat = tree_flatten(run_with_meta(fn, list(primals), tracer))[0]
         grads: list[object] = [None] * len(primals)
         diff_inputs = [leaf for leaf, rg in zip(leaves, requires_grad)
@@ -214,6 +222,7 @@ def trace_joint(
         tracer.output_flat([*flat, *grads])
     joint = functionalize(tracer.graph_module(), fake_mode, keep_tail=len(primals))
     drop_unread_arguments(joint.gm)  # NOTE: batch norm's backward reads no running stats
+    eliminate_common_subexpressions(joint.gm)
     if joint.mutated_inputs != forward.mutated_inputs or [
         s.kind for s in joint.outputs] != [s.kind for s in forward.outputs]:
         raise RuntimeError("the joint trace disagrees with the forward trace on mutations or "

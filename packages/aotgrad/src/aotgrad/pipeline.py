@@ -3,6 +3,7 @@
     trace (ATen, fake tensors, decompositions)  -> trace.py
     functionalize (mutations, views)           -> functionalize/
     [training] joint forward+backward         -> joint.py
+    [training] common subexpressions once     -> cse.py (inside joint.py)
     [training] partition into fw / bw           -> partition/
     compile (fw_compiler / bw_compiler)         -> runtime.py wraps the results
 """

@@ -23,7 +23,8 @@ from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 from aotgrad.checked_ops import VALUE_CHECKS, CheckedOps
 from aotgrad.overlap import check_write_overlap
 
-__all__ = ["COPIED_META_KEYS", "AtenTracer", "TraceError", "new_fake_mode", "trace"]
+__all__ = ["COPIED_META_KEYS", "AtenTracer", "TraceError", "new_fake_mode",
+           "saved_tensor_hooks_deferred", "trace"]
 
 # NOTE: "checkpoint" marks the nodes of a `torch.utils.checkpoint` region (its number); the
 # partitioners recompute them in the backward instead of saving them.
@@ -48,6 +49,24 @@ def new_fake_mode() -> FakeTensorMode:
 
 
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+@contextlib.contextmanager
+def saved_tensor_hooks_deferred() -> Iterator[None]:
+    """Saved-tensor hooks in effect (`torch.autograd.graph.saved_tensors_hooks`: the
+    caller's activation offloading, a byte count) do not run while tracing.
+
+    NOTE: with a hook in effect autograd detaches every tensor it saves before packing it;
+    traced, that put a `detach` of every saved value in the joint graph (55 in the GPT-2 of
+    tools/bench/memory_budget instead of 14), and the partitioner could no longer tell the
+    values eager saves as an op's own result (`partition/analysis.saved_as_result`). The
+    hooks still apply at run time, to what the compiled forward saves for the backward.
+    """
+    prior = torch._C._autograd._saved_tensors_hooks_set_tracing(True)
+    try:
+        yield
+    finally:
+        torch._C._autograd._saved_tensors_hooks_set_tracing(prior)
 _DETACH = torch.ops.aten.detach.default
 
 
@@ -440,7 +459,8 @@ def trace(
     for index, value in enumerate(fake_args):
         name = arg_names[index] if arg_names is not None else f"arg{index}"
         tracer.placeholder(name, value)
-    with fake_mode, tracer, CheckedOps(), torch.set_grad_enabled(grad_enabled):
+    with (fake_mode, tracer, CheckedOps(), torch.set_grad_enabled(grad_enabled),
+          saved_tensor_hooks_deferred()):
         result = run_with_meta(fn, list(fake_args), tracer)
     flat, spec = tree_flatten(result)
     for value in flat:

@@ -84,9 +84,35 @@ def feeds_expensive_op(info: JointInfo, node: fx.Node) -> bool:
     return False
 
 
+_DETACH = torch.ops.aten.detach.default
+
+
+def saved_as_result(info: JointInfo, node: fx.Node) -> bool:
+    """A value eager autograd saves as its own op's result (the output of tanh, sigmoid,
+    exp, a softmax, attention), which the backward reads: autograd detaches an output it
+    saves (traced with saved-tensor hooks deferred, only outputs get that detach), so the
+    value has a `detach` user that the forward outputs do not need.
+
+    NOTE: the backward reads such a value as an operand of another op (tanh_backward,
+    not the tanh chain), so recomputing it is never free: without fusion (aot_eager) it
+    runs again op by op, and a fusing backend still evaluates the whole chain in the
+    backward's kernel (GPT-2's GELU: pow, mul, add, mul, tanh per element). torch's
+    partitioner saves it too (its "materialized in backward" rule: detach is not fusible);
+    a budget below 1.0 may still recompute it (it is a knapsack candidate).
+    """
+    if node.op != "call_function" or is_view(node) or node in info.tangent_dependent:
+        return False
+    if not isinstance(example_value(node), torch.Tensor):
+        return False
+    return any(user.target is _DETACH and user not in info.required_fw
+               for user in node.users)
+
+
 def materialized_values(info: JointInfo) -> set[fx.Node]:
-    """Every node of the joint for which `feeds_expensive_op` holds."""
-    return {n for n in info.gm.graph.nodes if feeds_expensive_op(info, n)}
+    """Every node of the joint the forward materializes for the backward to read:
+    `feeds_expensive_op` or `saved_as_result` holds."""
+    return {n for n in info.gm.graph.nodes
+            if feeds_expensive_op(info, n) or saved_as_result(info, n)}
 
 
 def min_cut_banned(info: JointInfo) -> Callable[[fx.Node], bool]:
