@@ -110,6 +110,11 @@ class InductorConfig:
         True, env="INDUCTOR_TRITON_AUTOTUNE", affects_codegen=True,
         help="GPU: time a few block sizes of each Triton kernel on its first call, keep the "
              "fastest")
+    triton_compile_workers: int = option(
+        min(8, max(2, _usable_cpus())), env="INDUCTOR_TRITON_COMPILE_WORKERS",
+        help="GPU: worker processes that compile a graph's Triton kernels (each candidate "
+             "configuration) in parallel before their first launch; below 2, each kernel "
+             "is compiled at its first call")
     debug: bool = option(
         False, env="INDUCTOR_DEBUG",
         help="log the generated wrapper and C++ (the `inductor.output_code` logger)")

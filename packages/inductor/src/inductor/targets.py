@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 import torch
@@ -27,6 +28,7 @@ from inductor.ir.checks import ERR_PARAM
 from inductor.ir.nodes import Buffer, ComputedBuffer
 from inductor.runtime.cpp_build import load_kernels
 from inductor.runtime.kernel_checks import triton_check
+from inductor.runtime.triton_workers import compile_in_workers
 from inductor.scheduler.fusion import FusedGroup, is_row_epilogue
 
 Kernel = CppKernel | TritonKernel
@@ -105,8 +107,12 @@ class TritonTarget:
         kernels in one module for a split reduction; a matmul template for a group that
         starts with a matmul, `codegen/triton_mm.py`)."""
         if is_matmul_group(group):
-            return generate_matmul_template(group, buffers, interpret=self.interpret)
-        return generate_triton_kernel(group, buffers, interpret=self.interpret)
+            kernel = generate_matmul_template(group, buffers, interpret=self.interpret)
+        else:
+            kernel = generate_triton_kernel(group, buffers, interpret=self.interpret)
+        if self.interpret:
+            return kernel
+        return with_arg_types(kernel, buffers)
 
     def load(self, kernels: Sequence[Kernel]) -> dict[str, Any]:
         """Launchers of the kernels (modules written to the cache directory, imported)."""
@@ -119,8 +125,10 @@ class TritonTarget:
             return {}
         # NOTE: the wrapper's check after a checking kernel (deferred while a CUDA graph
         # is recorded: runtime/kernel_checks.py)
-        return {**load_triton_kernels(tk), **load_matmul_kernels(mm),
-                "triton_check": triton_check}
+        launchers = {**load_triton_kernels(tk), **load_matmul_kernels(mm)}
+        jobs = [job for launcher in launchers.values() for job in launcher.warm_jobs()]
+        compile_in_workers(jobs, self.interpret)
+        return {**launchers, "triton_check": triton_check}
 
     def launch(self, kernel: Kernel, checks: str) -> list[str]:
         """`kernel(tensor, ...)`; a kernel with checks gets fresh error slots on its
@@ -148,6 +156,30 @@ class TritonTarget:
         """One Triton kernel has one reduction range (`triton_can_fuse`); a matmul starts
         its group, which then takes pointwise epilogues only (`matmul_can_fuse`)."""
         return triton_can_fuse(group, node, outer) and matmul_can_fuse(group, node, outer)
+
+
+def with_arg_types(kernel: TritonKernel, buffers: dict[str, Buffer]) -> TritonKernel:
+    """`kernel` with the argument types compile workers warm it up with (its epilogue's
+    too): a buffer's dtype, int64 error slots, a CPU scalar's value type, int sizes."""
+
+    def typed(k: TritonKernel) -> TritonKernel:
+        types: list[str | int | float] = []
+        for p in k.params:
+            if p == ERR_PARAM:
+                types.append("int64")
+                continue
+            dtype = buffers[p].layout.dtype
+            if p in k.scalar_params:
+                types.append(1.0 if dtype.is_floating_point else 1)
+            else:
+                types.append(str(dtype).removeprefix("torch."))
+        types += [1] * len(k.sizes)
+        return replace(k, arg_types=tuple(types))
+
+    plan = kernel.matmul
+    if plan is not None and plan.epilogue is not None:
+        kernel = replace(kernel, matmul=replace(plan, epilogue=typed(plan.epilogue)))
+    return typed(kernel)
 
 
 def triton_available() -> bool:

@@ -97,6 +97,9 @@ class TritonKernel:
     numels: str = ""
     one_block: bool = False  # takes ONE_BLOCK: one block per row when RBLOCK covers it
     matmul: MatmulPlan | None = None  # a matmul template (`codegen/triton_mm.py`)
+    # NOTE: each argument as compile workers pass it to `warmup` (a pointer's torch dtype
+    # name, an example int or float), set by the target (`runtime/triton_workers.py`)
+    arg_types: tuple[str | int | float, ...] = ()
 
 
 def _inner_numel(group: FusedGroup, node: ComputedBuffer) -> int:

@@ -33,6 +33,7 @@ import torch
 from inductor import config
 from inductor.codegen.triton import PERSISTENT_MAX, TritonKernel, triton_configs
 from inductor.runtime.triton_math import interpret_triton_library
+from inductor.runtime.triton_workers import WarmJob
 
 log = logging.getLogger("inductor")
 
@@ -174,10 +175,28 @@ class Launcher:
         self.fast_final = FastPath()
         self._numels: Any = None
         self._by_bucket: dict[tuple[int, int], tuple[int, int, int]] = {}
+        self.warmed = False
         if kernel.sizes:
             # NOTE: `(xnumel, rnumel)` of a call from its size arguments (source we generated)
             self._numels = eval(
                 f"lambda {', '.join(kernel.sizes)}: {kernel.numels}")
+
+    def warm_jobs(self) -> list[WarmJob]:
+        """What compile workers compile before the first call: the kernel in each
+        configuration it may run (none for the interpreter, split reductions, kernels
+        taking their sizes, or once compiled)."""
+        k = self.kernel
+        if (k.interpret or k.split > 1 or k.sizes or not k.arg_types or self.warmed
+                or self.fast.compiled is not None):
+            return []
+        self.warmed = True
+        configs = [self.config] if self.config is not None else list(k.configs)
+        if k.inplace or not config.options.triton_autotune:
+            configs = configs[:1]
+        launches = tuple((self._grid(cfg), (("XBLOCK", cfg[0]), ("RBLOCK", cfg[1]),
+                                            ("num_warps", cfg[2]))) for cfg in configs)
+        path = self.best_path.with_suffix(".py")
+        return [WarmJob(str(path), k.name, k.arg_types, launches)]
 
     def _grid(self, cfg: tuple[int, int, int],
               numels: tuple[int, int] | None = None) -> tuple[int, ...]:

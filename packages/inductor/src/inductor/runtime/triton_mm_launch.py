@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +26,13 @@ from inductor import config
 from inductor.codegen.triton import MatmulPlan, TritonKernel
 from inductor.runtime.triton_launch import (
     FastPath,
+    Launcher,
     kernel_module,
     load_triton_kernels,
     overlapping,
     write_best,
 )
+from inductor.runtime.triton_workers import WarmJob
 
 log = logging.getLogger("inductor")
 
@@ -57,7 +59,7 @@ class MatmulLauncher:
     order."""
 
     def __init__(self, kernel: TritonKernel, module: Any, best_path: Path,
-                 epilogue: Callable[..., None] | None) -> None:
+                 epilogue: Launcher | None) -> None:
         assert kernel.matmul is not None
         self.kernel = kernel
         self.plan: MatmulPlan = kernel.matmul
@@ -67,6 +69,7 @@ class MatmulLauncher:
         self.index = {p: i for i, p in enumerate(kernel.params)}
         self.fast = FastPath()
         self.choice: Choice | None = None
+        self.warmed = False
         if self.plan.choice == ATEN:
             self.choice = ATEN
         elif best_path.exists():
@@ -78,6 +81,25 @@ class MatmulLauncher:
                     self.choice = found
             except (OSError, ValueError, TypeError):
                 self.choice = None
+
+    def warm_jobs(self) -> list[WarmJob]:
+        """What compile workers compile before the first call: the template in each
+        configuration it may run, and the epilogue kernel of the ATen alternative."""
+        k = self.kernel
+        jobs: list[WarmJob] = []
+        if self.epilogue is not None and not isinstance(self.choice, tuple):
+            jobs += self.epilogue.warm_jobs()
+        if k.interpret or not k.arg_types or self.warmed or self.choice == ATEN:
+            return jobs
+        self.warmed = True
+        configs = [self.choice] if isinstance(self.choice, tuple) else list(self.plan.configs)
+        if k.inplace or not config.options.triton_autotune:
+            configs = configs[:1]
+        launches = tuple((self._grid(cfg), (
+            ("BLOCK_M", cfg[0]), ("BLOCK_N", cfg[1]), ("BLOCK_K", cfg[2]), ("GROUP_M", GROUP_M),
+            ("num_warps", cfg[3]), ("num_stages", cfg[4]))) for cfg in configs)
+        path = self.best_path.with_suffix(".py")
+        return [*jobs, WarmJob(str(path), k.name, k.arg_types, launches)]
 
     def __call__(self, *args: Any) -> None:
         if self.choice is None:

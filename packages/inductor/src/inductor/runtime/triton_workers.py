@@ -1,0 +1,107 @@
+"""Parallel compilation of one graph's Triton kernels (issue 12 point 4): before the first
+launch, worker processes compile every kernel in each candidate configuration it may run
+(`JITFunction.warmup` with the argument dtypes, no launch), so the main process's JIT then
+finds each binary in Triton's on-disk cache and a cold compile takes about as long as its
+slowest kernel instead of the sum.
+
+Only a GPU compiles anything: the interpreter's kernels, and options with fewer than two
+`triton_compile_workers`, take the serial path (each kernel compiled by the JIT at its
+first call, as before). Workers are started with `spawn` (a forked CUDA context is
+unusable) once per process and kept. A worker that fails only costs the time it took: its
+kernel is compiled at its first call as without workers (logged).
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import logging
+import multiprocessing
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from inductor import config
+
+log = logging.getLogger("inductor")
+
+
+@dataclass(frozen=True, slots=True)
+class WarmJob:
+    """Compile `name` from the module at `path` for `args` (a torch dtype name for a pointer,
+    else an example int or float) under each `(grid, keyword arguments)` of `launches`."""
+
+    path: str
+    name: str
+    args: tuple[str | int | float, ...]
+    launches: tuple[tuple[tuple[int, ...], tuple[tuple[str, int], ...]], ...]
+
+
+def warm(job: WarmJob) -> str | None:
+    """Run in a worker: compile the job's kernel in each configuration; None, or the error."""
+    try:
+        import torch
+
+        spec = importlib.util.spec_from_file_location(f"inductor_warm.{job.name}", job.path)
+        if spec is None or spec.loader is None:
+            return f"cannot load {job.path}"
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        fn = getattr(module, job.name)
+        args = [getattr(torch, a) if isinstance(a, str) else a for a in job.args]
+        for grid, kwargs in job.launches:
+            fn.warmup(*args, grid=grid, **dict(kwargs))
+    except Exception as e:  # noqa: BLE001 - reported to the parent, which compiles serially
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+_lock = threading.Lock()
+_pool: Executor | None = None
+_pool_size = 0
+
+
+def _executor(workers: int) -> Executor:
+    global _pool, _pool_size
+    with _lock:
+        if _pool is None or _pool_size != workers:
+            if _pool is not None:
+                _pool.shutdown(wait=False, cancel_futures=True)
+            _pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+            _pool_size = workers
+        return _pool
+
+
+def shutdown_workers() -> None:
+    """Stop the worker processes (started again on the next parallel compile)."""
+    global _pool
+    with _lock:
+        if _pool is not None:
+            _pool.shutdown(wait=True, cancel_futures=True)
+            _pool = None
+
+
+atexit.register(shutdown_workers)
+
+
+def compile_in_workers(jobs: Sequence[WarmJob], interpret: bool) -> bool:
+    """Compile `jobs` in parallel worker processes; False when this takes the serial path
+    (the interpreter, fewer than two workers or jobs, or the pool failed: each kernel is
+    then compiled at its first call)."""
+    workers = min(config.options.triton_compile_workers, len(jobs))
+    if interpret or workers < 2:
+        return False
+    try:
+        results: list[Any] = list(_executor(workers).map(warm, jobs))
+    except Exception as e:  # noqa: BLE001 - a broken pool: compile serially, logged
+        log.info("triton compile workers failed (%s: %s); compiling serially",
+                 type(e).__name__, e)
+        shutdown_workers()
+        return False
+    for job, error in zip(jobs, results):
+        if error is not None:
+            log.info("triton kernel %s not compiled in a worker (%s); compiled at its "
+                     "first call", job.name, error)
+    return True
