@@ -187,7 +187,8 @@ class Launcher:
         taking their sizes, or once compiled)."""
         k = self.kernel
         if (k.interpret or k.split > 1 or k.sizes or not k.arg_types or self.warmed
-                or self.fast.compiled is not None):
+                or self.fast.compiled is not None
+                or self.best_path.with_suffix(".warm").exists()):
             return []
         self.warmed = True
         configs = [self.config] if self.config is not None else list(k.configs)

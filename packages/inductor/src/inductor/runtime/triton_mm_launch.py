@@ -89,7 +89,8 @@ class MatmulLauncher:
         jobs: list[WarmJob] = []
         if self.epilogue is not None and not isinstance(self.choice, tuple):
             jobs += self.epilogue.warm_jobs()
-        if k.interpret or not k.arg_types or self.warmed or self.choice == ATEN:
+        if (k.interpret or not k.arg_types or self.warmed or self.choice == ATEN
+                or self.best_path.with_suffix(".warm").exists()):
             return jobs
         self.warmed = True
         configs = [self.choice] if isinstance(self.choice, tuple) else list(self.plan.configs)

@@ -4,7 +4,8 @@ launch, worker processes compile every kernel in each candidate configuration it
 finds each binary in Triton's on-disk cache and a cold compile takes about as long as its
 slowest kernel instead of the sum.
 
-Only a GPU compiles anything: the interpreter's kernels, and options with fewer than two
+A kernel warmed once has a `<name>.warm` marker beside its module: later processes (warm
+starts) do not start workers for it. Only a GPU compiles anything: the interpreter's kernels, and options with fewer than two
 `triton_compile_workers`, take the serial path (each kernel compiled by the JIT at its
 first call, as before). Workers are started with `spawn` (a forked CUDA context is
 unusable) once per process and kept. A worker that fails only costs the time it took: its
@@ -21,6 +22,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from inductor import config
@@ -53,6 +55,7 @@ def warm(job: WarmJob) -> str | None:
         args = [getattr(torch, a) if isinstance(a, str) else a for a in job.args]
         for grid, kwargs in job.launches:
             fn.warmup(*args, grid=grid, **dict(kwargs))
+        Path(job.path).with_suffix(".warm").touch()
     except Exception as e:  # noqa: BLE001 - reported to the parent, which compiles serially
         return f"{type(e).__name__}: {e}"
     return None
