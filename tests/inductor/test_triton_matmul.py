@@ -290,3 +290,12 @@ def kernelmm_04bf4d1510626c2a(in_ptr0, in_ptr1, in_ptr2, out_ptr0, BLOCK_M: tl.c
     n1_t8 = (n1_t5 * n1_t7)
     tl.store(out_ptr0 + ((24 * x0) + x1), n1_t8, mask=xmask)
 """)
+
+
+def test_a_template_with_an_epilogue_may_be_timed() -> None:
+    # NOTE: its epilogue reads the matmul's own value, which a re-run computes again: a GPU
+    # times it (the launcher never re-runs a kernel marked inplace)
+    compiled = _compile(lambda a, b, c: torch.relu(a @ b) + c,
+                        [randn(40, 24), randn(24, 36), randn(40, 36)], TEMPLATE)
+    (k,) = _templates(compiled)
+    assert not k.inplace

@@ -100,6 +100,11 @@ class MatmulTemplateGen(TritonGen):
         assert isinstance(mb, MatmulBuffer) and mb.a is not None and mb.b is not None
         self.mb = mb
         self.dims = matmul_dims(mb)
+        # NOTE: the epilogue reads what the group computed at the same point earlier in the
+        # same program (fusion legality), which a re-run for timing computes again; only a
+        # node storing under another name (a mutated input) makes the kernel unsafe to re-run
+        self.inplace = any(name != n.name for n in group.nodes
+                           for name, _ in (n.body.writes() if n.body is not None else []))
 
     def _needs_int64(self) -> bool:
         """int64 offsets when the output or an operand's storage passes 2^30 elements (the
