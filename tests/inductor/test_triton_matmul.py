@@ -299,3 +299,31 @@ def test_a_template_with_an_epilogue_may_be_timed() -> None:
                         [randn(40, 24), randn(24, 36), randn(40, 36)], TEMPLATE)
     (k,) = _templates(compiled)
     assert not k.inplace
+
+
+def test_a_recorded_choice_is_used_and_runs(tmp_path: Any) -> None:
+    # NOTE: a GPU records the winner in `<kernel>.best`; a later process takes it untimed
+    import dataclasses
+    import json
+
+    from inductor.runtime.triton_launch import kernel_module
+
+    a, b = randn(40, 24), randn(24, 36)
+    options = {**TEMPLATE, "cache_dir": str(tmp_path)}
+    compiled = _compile(lambda a, b: torch.relu(a @ b), [a, b], options)
+    (k,) = _templates(compiled)
+    assert k.matmul is not None
+    other = (16, 32, 16, 4, 1)
+    k2 = dataclasses.replace(k, matmul=dataclasses.replace(
+        k.matmul, configs=(*k.matmul.configs, other)))
+    with config.patch(options):
+        module, best = kernel_module(k2)
+        best.write_text(json.dumps(list(other)))
+        launcher = MatmulLauncher(k2, module, best, None)
+        assert launcher.choice == other
+        out = torch.empty(40, 36, device=DEVICE)
+        by_name = {"arg0": a, "arg1": b}
+        launcher(*(by_name.get(p, out) for p in k2.params))
+        torch.testing.assert_close(out, torch.relu(a @ b), atol=1e-4, rtol=1e-4)
+        best.write_text(json.dumps(["aten"]))  # NOTE: not a choice of a template-only plan
+        assert MatmulLauncher(k2, module, best, None).choice is None
