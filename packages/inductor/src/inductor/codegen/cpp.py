@@ -11,7 +11,6 @@ import hashlib
 import itertools
 import math
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
@@ -19,9 +18,6 @@ import torch
 
 from inductor.codegen.cascade import (
     cascade_mode,
-    column_cascade,
-    column_step,
-    column_total,
     emit_cascade,
 )
 from inductor.codegen.checks import (
@@ -33,6 +29,17 @@ from inductor.codegen.checks import (
     checked_index,
     is_integral,
     with_check_clauses,
+)
+from inductor.codegen.cpp_column import column_ok, emit_column, hint_prod
+from inductor.codegen.cpp_syntax import (
+    BINARY_INFIX,
+    CALLS,
+    SIMD_REDUCTION,
+    UNARY_TEMPLATES,
+    Writer,
+    ctype,
+    literal,
+    reduction_init,
 )
 from inductor.codegen.loop_split import fold_divisor, split_divisor, split_symbols
 from inductor.codegen.row_cache import RowCache, dead_ops
@@ -50,80 +57,6 @@ from inductor.scheduler.fusion import substitute as _sub
 from inductor.sizevars import Clamp, cexpr, is_static
 from inductor.symbols import size_hint
 
-CTYPE = {
-    torch.float32: "float",
-    torch.float64: "double",
-    torch.float16: "uint16_t",
-    torch.bfloat16: "uint16_t",
-    torch.int64: "int64_t",
-    torch.int32: "int32_t",
-    torch.int16: "int16_t",
-    torch.int8: "int8_t",
-    torch.uint8: "uint8_t",
-    torch.bool: "bool",
-}
-
-# Unary ops written as C++ expressions of their one operand `{0}`.
-_UNARY_TEMPLATES: dict[str, str] = {
-    "neg": "(-{0})",
-    "abs": "std::abs({0})",
-    "logical_not": "(!{0})",
-    "bitwise_not": "(~{0})",
-    "reciprocal": "(1 / {0})",
-    "rsqrt": "(1 / std::sqrt({0}))",
-    "square": "({0} * {0})",
-    "frac": "({0} - std::trunc({0}))",
-}
-
-_BINARY_INFIX = {
-    "add": "+", "sub": "-", "mul": "*", "truediv": "/", "trunc_div": "/",
-    "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
-    "logical_and": "&&", "logical_or": "||", "logical_xor": "!=",
-    "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^",
-}
-
-_CALLS = {
-    "exp": "ind_exp", "exp2": "std::exp2", "expm1": "std::expm1", "log": "std::log",
-    "log2": "std::log2", "log10": "std::log10", "log1p": "std::log1p", "sqrt": "std::sqrt",
-    "sin": "std::sin", "cos": "std::cos", "tan": "std::tan", "asin": "std::asin",
-    "acos": "std::acos", "atan": "std::atan", "sinh": "std::sinh", "cosh": "std::cosh",
-    "tanh": "ind_tanh", "asinh": "std::asinh", "acosh": "std::acosh", "atanh": "std::atanh",
-    "erf": "ind_erf", "erfc": "std::erfc", "lgamma": "std::lgamma", "floor": "std::floor",
-    "ceil": "std::ceil", "round": "std::nearbyint", "trunc": "std::trunc",
-    "sigmoid": "ind_sigmoid", "relu": "ind_relu", "sign": "ind_sign",
-    "maximum": "ind_max", "minimum": "ind_min", "remainder": "ind_remainder",
-    "fmod": "ind_fmod", "floordiv": "ind_floordiv_v", "pow": "ind_pow",
-    "lshift": "ind_lshift", "rshift": "ind_rshift",
-    "atan2": "std::atan2", "copysign": "std::copysign", "hypot": "std::hypot",
-    "isnan": "std::isnan", "isinf": "std::isinf", "isfinite": "std::isfinite",
-    "signbit": "std::signbit",
-}
-
-
-def ctype(dtype: torch.dtype) -> str:
-    return CTYPE[dtype]
-
-
-def literal(value: object, dtype: torch.dtype) -> str:
-    if dtype == torch.bool:
-        return "true" if value else "false"
-    if dtype.is_floating_point:
-        v = float(value)  # type: ignore[arg-type]
-        t = ctype(dtype)
-        if math.isnan(v):
-            return f"std::numeric_limits<{t}>::quiet_NaN()"
-        if math.isinf(v):
-            sign = "-" if v < 0 else ""
-            return f"{sign}std::numeric_limits<{t}>::infinity()"
-        text = repr(v)
-        if "e" not in text and "." not in text:
-            text += ".0"
-        return text + ("f" if dtype == torch.float32 else "")
-    iv = int(value)  # type: ignore[call-overload]
-    if dtype == torch.int64:
-        return f"{iv}LL" if -(2**31) < iv < 2**31 else f"(int64_t){iv}LL"
-    return f"({ctype(dtype)}){iv}"
-
 
 @dataclass(frozen=True, slots=True)
 class CppKernel:
@@ -134,51 +67,10 @@ class CppKernel:
     sizes: tuple[str, ...] = ()  # the size symbols among `params` (int64 arguments)
 
 
-class _Writer:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.level = 0
-
-    def line(self, text: str) -> None:
-        self.lines.append("    " * self.level + text)
-
-    def open(self, text: str) -> None:
-        self.line(text)
-        self.line("{")
-        self.level += 1
-
-    def close(self) -> None:
-        self.level -= 1
-        self.line("}")
-
-
 _SIZE_SYMBOL = re.compile(r"\b(s[0-9]+)\b")
 _SIZE_FUNCTIONS = re.compile(r"\b(FloorDiv|ModIndex|Max|Min)\(")
 _C_FUNCTIONS = {"FloorDiv": "ind_floordiv(", "ModIndex": "ind_mod(",
                 "Max": "std::max<int64_t>(", "Min": "std::min<int64_t>("}  # NOTE: capture's size symbols (`inductor.symbols`)
-_SIMD_REDUCTION = {"sum": "+", "prod": "*", "max": "max", "min": "min", "any": "||",
-                   "all": "&&"}
-
-
-def _init(kind: str, dtype: torch.dtype) -> str:
-    t = ctype(dtype)
-    if kind == "sum":
-        return literal(0, dtype)
-    if kind == "prod":
-        return literal(1, dtype)
-    if kind == "any":
-        return "false"
-    if kind == "all":
-        return "true"
-    if kind in ("max", "argmax"):
-        if dtype.is_floating_point:
-            return f"-std::numeric_limits<{t}>::infinity()"
-        return "false" if dtype == torch.bool else f"std::numeric_limits<{t}>::lowest()"
-    if dtype.is_floating_point:
-        return f"std::numeric_limits<{t}>::infinity()"
-    return "true" if dtype == torch.bool else f"std::numeric_limits<{t}>::max()"
-
-
 class KernelGen:
     def __init__(self, group: FusedGroup, buffers: dict[str, Buffer], *, threads: int,
                  parallel_threshold: int, simd: bool) -> None:
@@ -201,7 +93,7 @@ class KernelGen:
         self.checks: list[KernelCheck] = []  # run-time checks, numbered from 1 (ir/checks.py)
         # NOTE: per node, ops emitted before the innermost loop (`_hoist_indirect`)
         self._pre_hoisted: dict[str, set[int]] = {}
-        self._par_if = ""  # NOTE: an OpenMP `if` clause for loops over symbolic sizes
+        self.par_if = ""  # NOTE: an OpenMP `if` clause for loops over symbolic sizes
         writes = group.writes()
         for n in group.nodes:
             assert n.body is not None
@@ -242,7 +134,7 @@ class KernelGen:
             return f"ind_bf16_to_f32({text})"
         return text
 
-    def _store(self, w: _Writer, name: str, index: sympy.Expr, value: str) -> None:
+    def _store(self, w: Writer, name: str, index: sympy.Expr, value: str) -> None:
         if name in self.locals:
             w.line(f"{self.locals[name]} = {value};")
             return
@@ -283,16 +175,16 @@ class KernelGen:
         if op.kind == "rand":
             fn = "ind_randn" if a[2] else "ind_rand"
             return f"{fn}({a[0]}, {cexpr(self._fold(_sub(a[1], subs)))})"
-        if op.kind in _BINARY_INFIX:
-            return f"({a[0]} {_BINARY_INFIX[op.kind]} {a[1]})"
-        if op.kind in _UNARY_TEMPLATES:
-            return _UNARY_TEMPLATES[op.kind].format(a[0])
-        if op.kind in _CALLS:
-            return f"{_CALLS[op.kind]}({', '.join(str(x) for x in a)})"
+        if op.kind in BINARY_INFIX:
+            return f"({a[0]} {BINARY_INFIX[op.kind]} {a[1]})"
+        if op.kind in UNARY_TEMPLATES:
+            return UNARY_TEMPLATES[op.kind].format(a[0])
+        if op.kind in CALLS:
+            return f"{CALLS[op.kind]}({', '.join(str(x) for x in a)})"
         raise NotImplementedError(f"no C++ for op {op.kind}")
 
     # -- one node --------------------------------------------------------------------------
-    def _node(self, w: _Writer, n: ComputedBuffer, parallel_reduction: bool) -> None:
+    def _node(self, w: Writer, n: ComputedBuffer, parallel_reduction: bool) -> None:
         body = n.body
         assert body is not None
         sp = split_node(body, self.group.outer)
@@ -313,7 +205,7 @@ class KernelGen:
             vref = red.args[1]
             assert isinstance(vref, Ref)
             vt = vref.dtype
-            w.line(f"{ctype(vt)} acc = {_init(kind, vt)};")
+            w.line(f"{ctype(vt)} acc = {reduction_init(kind, vt)};")
             acc_names.append("acc")
             if kind in ("argmax", "argmin"):
                 w.line("int64_t acc_idx = 0;")
@@ -324,8 +216,8 @@ class KernelGen:
         clause = ""
         if red is not None:
             kind = str(red.args[0])
-            if kind in _SIMD_REDUCTION:
-                clause = f" reduction({_SIMD_REDUCTION[kind]}:acc)"
+            if kind in SIMD_REDUCTION:
+                clause = f" reduction({SIMD_REDUCTION[kind]}:acc)"
                 vref = red.args[1]
                 assert isinstance(vref, Ref)
                 if kind in ("max", "min") and vref.dtype.is_floating_point:
@@ -339,7 +231,7 @@ class KernelGen:
         rows = self._row_cache.rows_of(n, hoisted)
         dead = dead_ops(body.ops, rows)
         pre = self._pre_hoisted.get(n.name, set())
-        self._ops(w, loop_ops, 0, subs, only=hoisted - dead - pre)
+        self.emit_ops(w, loop_ops, 0, subs, only=hoisted - dead - pre)
         mode = None
         if red is not None and str(red.args[0]) == "sum" and vt.is_floating_point:
             mode = cascade_mode(inner)
@@ -348,7 +240,7 @@ class KernelGen:
             parts = self.threads if parallel_reduction and clause is not None else 1
 
             def body_into(target: str) -> None:
-                self._ops(w, loop_ops, 0, subs, skip=hoisted | dead, rows=rows)
+                self.emit_ops(w, loop_ops, 0, subs, skip=hoisted | dead, rows=rows)
                 w.line(f"{target} = {target} + {value};")
 
             emit_cascade(w, mode=mode, inner=inner, ctype=ctype(vt), body=body_into,
@@ -360,7 +252,7 @@ class KernelGen:
             vector = last and self.simd and not in_order
             if j == 0 and parallel_reduction and clause is not None:
                 pragma = "#pragma omp parallel for" + (" simd" if vector else "")
-                pragma += (clause or "") + self._par_if
+                pragma += (clause or "") + self.par_if
             elif vector and clause is not None:
                 pragma = "#pragma omp simd" + (clause or "")
             if pragma:
@@ -368,7 +260,7 @@ class KernelGen:
             sym = inner_symbol(j)
             w.open(f"for (int64_t {sym} = 0; {sym} < {size}; ++{sym})")
         if mode is None:
-            self._ops(w, loop_ops, 0, subs, skip=hoisted | dead | pre, rows=rows)
+            self.emit_ops(w, loop_ops, 0, subs, skip=hoisted | dead | pre, rows=rows)
         if red is not None and mode is None:
             kind = str(red.args[0])
             v = red.args[1]
@@ -406,8 +298,8 @@ class KernelGen:
                                f"{ctype(vref.dtype)}>::quiet_NaN();")
                 w.line(f"{ctype(red.dtype)} tmp{red_pos} = acc;")
             if inner:  # NOTE: without loops the earlier values are still in scope
-                self._reemit_needed(w, body.ops, red_pos, subs, hoisted)
-            self._ops(w, after_ops, red_pos + 1, subs)
+                self.reemit_needed(w, body.ops, red_pos, subs, hoisted)
+            self.emit_ops(w, after_ops, red_pos + 1, subs)
         w.close()
 
     def _invariant(self, ops_: tuple[LoopOp, ...], subs: dict[sympy.Symbol, sympy.Expr],
@@ -443,7 +335,7 @@ class KernelGen:
         keep |= {a.id for i in keep for a in ops_[i].args if isinstance(a, Ref)}
         return keep
 
-    def _hoist_indirect(self, w: _Writer, sym: sympy.Symbol) -> None:
+    def _hoist_indirect(self, w: Writer, sym: sympy.Symbol) -> None:
         """Before the innermost loop of a one-node pointwise group: the indirect indices
         (bounds-checked) that do not change in it, with what they are computed from; the
         loop then reads a row (`w[idx]`: one check per index, and the row loop vectorizes,
@@ -479,10 +371,10 @@ class KernelGen:
                 wanted.add(i)
                 stack += [a.id for a in body.ops[i].args if isinstance(a, Ref)]
         if wanted:
-            self._ops(w, body.ops, 0, subs, only=wanted)
+            self.emit_ops(w, body.ops, 0, subs, only=wanted)
             self._pre_hoisted[n.name] = wanted
 
-    def _reemit_needed(self, w: _Writer, body_ops: tuple[LoopOp, ...], red_pos: int,
+    def reemit_needed(self, w: Writer, body_ops: tuple[LoopOp, ...], red_pos: int,
                        subs: dict[sympy.Symbol, sympy.Expr], hoisted: set[int]) -> None:
         """Ops after a reduction may use values (constants, outer-point loads) computed
         before it, inside the reduction loop's scope: emit those again after the loop
@@ -496,12 +388,14 @@ class KernelGen:
             needed.add(i)
             stack += [a.id for a in body_ops[i].args if isinstance(a, Ref)]
         for i in sorted(needed):
-            self._ops(w, (body_ops[i],), i, subs)
+            self.emit_ops(w, (body_ops[i],), i, subs)
 
-    def _ops(self, w: _Writer, ops_: tuple[LoopOp, ...], start: int,
-             subs: dict[sympy.Symbol, sympy.Expr], *, skip: set[int] | None = None,
-             only: set[int] | None = None,
-             rows: dict[int, tuple[str, bool]] | None = None) -> None:
+    def emit_ops(self, w: Writer, ops_: tuple[LoopOp, ...], start: int,
+                 subs: dict[sympy.Symbol, sympy.Expr], *, skip: set[int] | None = None,
+                 only: set[int] | None = None,
+                 rows: dict[int, tuple[str, bool]] | None = None) -> None:
+        """Emit `ops_` (numbered from `start`) as C++ statements, one `tmp<i>` each, with
+        `subs` for the loop symbols; `skip`/`only` select ops, `rows` reads cached values."""
         p = inner_symbol(0)
         for i, op in enumerate(ops_, start):
             if (skip is not None and i in skip) or (only is not None and i not in only):
@@ -522,21 +416,21 @@ class KernelGen:
             assert op.dtype is not None
             w.line(f"{ctype(op.dtype)} tmp{i} = {self._expr(op, subs)};")
 
-    def _parallel(self, work: object) -> bool:
+    def wants_parallel(self, work: object) -> bool:
         """Whether the loops run in parallel for `work` elements; for a symbolic amount,
-        they may, and `_par_if` (an OpenMP `if` clause) decides at run time."""
-        self._par_if = ""
+        they may, and `par_if` (an OpenMP `if` clause) decides at run time."""
+        self.par_if = ""
         if is_static(work):
             return self.threads > 1 and int(work) >= self.parallel_threshold  # type: ignore[call-overload]
         if self.threads <= 1:
             return False
-        self._par_if = f" if({cexpr(work)} >= {self.parallel_threshold})"
+        self.par_if = f" if({cexpr(work)} >= {self.parallel_threshold})"
         return True
 
     # -- the kernel --------------------------------------------------------------------------
     def generate(self) -> CppKernel:
         g = self.group
-        w = _Writer()
+        w = Writer()
         params = []
         writes = g.writes()
         for name in self.param_order:
@@ -545,8 +439,8 @@ class KernelGen:
             params.append(f"{const}{t}* __restrict__ {self.params[name]}")
         w.line("{")
         w.level += 1
-        if self._column_ok():
-            self._column(w)
+        if column_ok(self):
+            emit_column(self, w)
         else:
             self._rows(w)
         w.level -= 1
@@ -574,14 +468,14 @@ class KernelGen:
         return CppKernel(name, text.replace("KERNEL_NAME", name), tuple(names),
                          tuple(self.checks), tuple(sizes))
 
-    def _rows(self, w: _Writer) -> None:
+    def _rows(self, w: Writer) -> None:
         g = self.group
         pure = all(
             (n.body is not None and not n.body.is_reduction
              and not (split_node(n.body, g.outer) or _EMPTY).inner_ranges)
             for n in g.nodes)
-        inner = max((_inner_ranges(n, g.outer) for n in g.nodes), key=_hint_prod, default=())
-        parallel = self._parallel(math.prod((*g.outer, *inner)))
+        inner = max((_inner_ranges(n, g.outer) for n in g.nodes), key=hint_prod, default=())
+        parallel = self.wants_parallel(math.prod((*g.outer, *inner)))
         k = g.k
         par_loops = 0
         if parallel and k > 0:
@@ -610,10 +504,10 @@ class KernelGen:
                         pragma += f" collapse({par_loops})"
                     if pure and last and self.simd:
                         pragma += " simd"
-                    if self._par_if:  # NOTE: clauses after the directive's name
+                    if self.par_if:  # NOTE: clauses after the directive's name
                         simd = " simd" if pragma.endswith(" simd") else ""
                         pragma = pragma.removesuffix(simd).replace(" for", " for" + simd, 1)
-                        pragma += self._par_if
+                        pragma += self.par_if
                 elif pure and last and self.simd and j >= par_loops:
                     pragma = "#pragma omp simd"
                 sym = outer_symbol(j)
@@ -634,7 +528,7 @@ class KernelGen:
         for _ in range(len(g.outer) + (2 if tile else 0) + extra):
             w.close()
 
-    def _loop_body(self, w: _Writer, parallel_reduction: bool) -> None:
+    def _loop_body(self, w: Writer, parallel_reduction: bool) -> None:
         for name, loc in self.locals.items():
             w.line(f"{ctype(_compute(self.buffers[name].dtype))} {loc};")
         if parallel_reduction not in self._row_caches:
@@ -682,7 +576,7 @@ class KernelGen:
         bounds = [0, *sorted(cuts), size]
         return list(itertools.pairwise(bounds))
 
-    def _split_loop(self, w: _Writer, sym: sympy.Symbol, pieces: list[tuple[int, int]],
+    def _split_loop(self, w: Writer, sym: sympy.Symbol, pieces: list[tuple[int, int]],
                     pragma: str, parallel_reduction: bool) -> None:
         for start, end in pieces:
             self._piece = (sym, start, end)
@@ -693,7 +587,7 @@ class KernelGen:
             for _ in range(opened):
                 w.close()
 
-    def _open_innermost(self, w: _Writer, sym: sympy.Symbol, start: int, end: int,
+    def _open_innermost(self, w: Writer, sym: sympy.Symbol, start: int, end: int,
                         pragma: str) -> int:
         """Open the innermost loop (split by a divisor where loop_split.py applies; not a
         parallel one); returns how many scopes were opened."""
@@ -781,14 +675,14 @@ class KernelGen:
                 return True
         return False
 
-    def _tiled_loops(self, w: _Writer, parallel: bool) -> None:
+    def _tiled_loops(self, w: Writer, parallel: bool) -> None:
         g = self.group
         k = g.k
         t = 16
         a, b = outer_symbol(k - 2), outer_symbol(k - 1)
         na, nb = g.outer[-2], g.outer[-1]
         if parallel:
-            w.line(f"#pragma omp parallel for collapse({k}){self._par_if}")
+            w.line(f"#pragma omp parallel for collapse({k}){self.par_if}")
         for j, size in enumerate(g.outer[:-2]):
             sym = outer_symbol(j)
             w.open(f"for (int64_t {sym} = 0; {sym} < {size}; ++{sym})")
@@ -799,135 +693,11 @@ class KernelGen:
             w.line("#pragma omp simd")
         w.open(f"for (int64_t {b} = {b}b; {b} < std::min<int64_t>({b}b + {t}, {nb}); ++{b})")
 
-    # -- column reductions: reduce along a strided dim, vectorize across the outer dim ---
-    def _column_ok(self) -> bool:
-        g = self.group
-        if g.k == 0 or size_hint(g.outer[-1]) < 8 or not self.simd:
-            return False
-        writes = g.writes()
-        reduce_ranges = None
-        last_x = outer_symbol(g.k - 1)
-        contiguous_x = False
-        for n in g.nodes:
-            body = n.body
-            assert body is not None
-            red = next((op for op in body.ops if op.kind == "reduction"), None)
-            if red is None or str(red.args[0]) not in _SIMD_REDUCTION:
-                return False
-            sp = split_node(body, g.outer)
-            assert sp is not None
-            if reduce_ranges is None:
-                reduce_ranges = sp.inner_ranges
-            if sp.inner_ranges != reduce_ranges or not sp.inner_ranges:
-                return False
-            last_p = inner_symbol(len(sp.inner_ranges) - 1)
-            for buf, idx in body.reads():
-                if buf in writes or buf in self.locals:
-                    return False
-                e = _sub(idx, sp.subs)
-                if any(str(sym).startswith("tmp") for sym in e.free_symbols):
-                    return False
-                if e.coeff(last_p) == 1 and e.coeff(last_x) != 0:
-                    return False
-                if e.coeff(last_x) == 1:
-                    contiguous_x = True
-        return contiguous_x
-
-    def _column(self, w: _Writer) -> None:
-        g = self.group
-        k = g.k
-        n_last = g.outer[-1]
-        block = 64
-        sp0 = split_node(g.nodes[0].body, g.outer)  # type: ignore[arg-type]
-        assert sp0 is not None
-        # NOTE: decisions that need a number read the example's sizes (`size_hint`)
-        parallel = self._parallel(math.prod((*g.outer, *sp0.inner_ranges)))
-        lead = _hint_prod(g.outer[:-1])
-        for j, size in enumerate(g.outer[:-1]):
-            if j == 0 and parallel and lead >= 2:
-                w.line("#pragma omp parallel for" + (f" collapse({k - 1})" if k > 2 else "")
-                       + self._par_if)
-            sym = outer_symbol(j)
-            w.open(f"for (int64_t {sym} = 0; {sym} < {size}; ++{sym})")
-        if parallel and lead < 2:
-            w.line("#pragma omp parallel for" + self._par_if)
-        w.open(f"for (int64_t xb = 0; xb < {n_last}; xb += {block})")
-        w.line(f"const int64_t xe = std::min<int64_t>(xb + {block}, {n_last});")
-        x = outer_symbol(k - 1)
-        reds: list[tuple[ComputedBuffer, int, LoopOp, dict[sympy.Symbol, sympy.Expr]]] = []
-        for i, n in enumerate(g.nodes):
-            body = n.body
-            assert body is not None
-            sp = split_node(body, g.outer)
-            assert sp is not None
-            pos = next(j for j, op in enumerate(body.ops) if op.kind == "reduction")
-            red = body.ops[pos]
-            vref = red.args[1]
-            assert isinstance(vref, Ref)
-            kind = str(red.args[0])
-            w.line(f"{ctype(vref.dtype)} acc{i}[{block}];")
-            w.line(f"for (int64_t j = 0; j < {block}; ++j) acc{i}[j] = {_init(kind, vref.dtype)};")
-            if kind in ("max", "min") and vref.dtype.is_floating_point:
-                w.line(f"int nan{i}[{block}] = {{0}};")
-            reds.append((n, pos, red, sp.subs))
-        cascaded = column_cascade(w, reds, sp0.inner_ranges, block, ctype)
-        for j, size in enumerate(sp0.inner_ranges):
-            sym = inner_symbol(j)
-            w.open(f"for (int64_t {sym} = 0; {sym} < {size}; ++{sym})")
-        w.line("#pragma omp simd")
-        w.open(f"for (int64_t {x} = xb; {x} < xe; ++{x})")
-        for i, (n, pos, red, subs) in enumerate(reds):
-            assert n.body is not None
-            w.open(f"// {n.name}")
-            self._ops(w, n.body.ops[:pos], 0, subs)
-            v = red.args[1]
-            kind = str(red.args[0])
-            acc = f"acc{i}[{x} - xb]"
-            if kind in ("sum", "prod"):
-                w.line(f"{acc} = {acc} {'+' if kind == 'sum' else '*'} {v};")
-            elif kind in ("any", "all"):
-                w.line(f"{acc} = {acc} {'||' if kind == 'any' else '&&'} {v};")
-            else:
-                cmp = ">" if kind == "max" else "<"
-                w.line(f"{acc} = {acc} {cmp} {v} ? {acc} : {v};")
-                assert isinstance(v, Ref)
-                if v.dtype.is_floating_point:
-                    w.line(f"nan{i}[{x} - xb] |= ({v} != {v});")
-            w.close()
-        w.close()
-        column_step(w, cascaded, sp0.inner_ranges)
-        for _ in sp0.inner_ranges:
-            w.close()
-        column_total(w, cascaded)
-        w.open(f"for (int64_t {x} = xb; {x} < xe; ++{x})")
-        for i, (n, pos, red, subs) in enumerate(reds):
-            assert n.body is not None and red.dtype is not None
-            w.open(f"// {n.name}")
-            v = red.args[1]
-            assert isinstance(v, Ref)
-            if str(red.args[0]) in ("max", "min") and v.dtype.is_floating_point:
-                w.line(f"if (nan{i}[{x} - xb]) acc{i}[{x} - xb] = "
-                       f"std::numeric_limits<{ctype(v.dtype)}>::quiet_NaN();")
-            w.line(f"{ctype(red.dtype)} tmp{pos} = acc{i}[{x} - xb];")
-            self._reemit_needed(w, n.body.ops, pos, subs, set())
-            self._ops(w, n.body.ops[pos + 1:], pos + 1, subs)
-            w.close()
-        w.close()
-        w.close()
-        for _ in g.outer[:-1]:
-            w.close()
-
-
 class _Empty:
     inner_ranges: tuple[int, ...] = ()
 
 
 _EMPTY = _Empty()
-
-
-def _hint_prod(sizes: Sequence[object]) -> int:
-    """The product of the sizes' hints (the example's values; for heuristics only)."""
-    return math.prod(size_hint(s) for s in sizes)
 
 
 def _compute(dtype: torch.dtype) -> torch.dtype:
