@@ -148,10 +148,14 @@ def test_auto_on_the_interpreter_runs_aten_then_the_epilogue() -> None:
 
     compiled = check_template(f, [x, w, b, r], options=AUTO)
     (k,) = _templates(compiled)
-    assert k.matmul is not None and k.matmul.choice == "aten"
-    assert k.matmul.epilogue is not None and "tl.dot" not in k.matmul.epilogue.source
+    assert k.matmul is not None and k.matmul.epilogue is not None
+    assert "tl.dot" not in k.matmul.epilogue.source
     launcher = load_matmul_kernels([k])[k.name]
-    assert isinstance(launcher, MatmulLauncher) and launcher.choice == "aten"
+    assert isinstance(launcher, MatmulLauncher)
+    if DEVICE == "cpu":
+        assert k.matmul.choice == launcher.choice == "aten"
+    else:  # NOTE: a GPU timed the template's configurations against ATen on the first call
+        assert k.matmul.choice == "auto" and launcher.choice is not None
 
 
 @pytest.mark.parametrize("case", ["tiny", "float64", "never", "default_mode", "int"])

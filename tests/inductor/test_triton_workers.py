@@ -85,3 +85,20 @@ def test_arg_types_come_from_the_buffers() -> None:
         assert len(typed.arg_types) == len(k.params)
         types.append(set(typed.arg_types))
     assert set().union(*types) == {"float32", "float64", "float16", "bfloat16"}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (the GPU box runs it)")
+def test_gpu_kernels_are_compiled_in_workers(tmp_path: Any) -> None:
+    inputs = [torch.randn(24, 40, device="cuda"), torch.randn(40, 33, device="cuda"),
+              torch.randn(33, device="cuda")]
+    gm = trace_aten(_model, inputs)
+    with config.patch(triton_compile_workers=2, cache_dir=str(tmp_path), max_autotune=True,
+                      mm_template="always"):
+        compiled = compile_aten(gm, inputs)
+    kernels = [k for k in compiled.kernels if isinstance(k, TritonKernel)]
+    warmed = {p.stem for p in (tmp_path / "triton").glob("*.warm")}
+    assert warmed == {k.name for k in kernels if k.split == 1 and not k.sizes}, warmed
+    got = compiled(*inputs)
+    want = _model(*inputs)
+    for g, w in zip(got[:2], want[:2], strict=True):
+        torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
