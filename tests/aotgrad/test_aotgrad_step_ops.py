@@ -45,18 +45,26 @@ def _ops(gm: fx.GraphModule) -> Counts:
     return collections.Counter(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
 
 
-def _compile(fn: Callable[..., torch.Tensor]) -> tuple[aotgrad.AotCompiled, list[fx.GraphModule]]:
-    """`fn` under aot_function with recording compilers (forward graph, then backward)."""
-    graphs: list[fx.GraphModule] = []
+class _Recorder:
+    """An ATen-graph compiler that runs graphs as they are and keeps them."""
 
-    def record(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+    def __init__(self, fuses_pointwise: bool) -> None:
+        self.graphs: list[fx.GraphModule] = []
+        self.fuses_pointwise = fuses_pointwise
+
+    def __call__(self, gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         del example_inputs
-        graphs.append(gm)
+        self.graphs.append(gm)
         return gm.forward
 
+
+def _compile(fn: Callable[..., torch.Tensor], fuses_pointwise: bool = False,
+             ) -> tuple[aotgrad.AotCompiled, list[fx.GraphModule]]:
+    """`fn` under aot_function with recording compilers (forward graph, then backward)."""
+    record = _Recorder(fuses_pointwise)
     compiled = aotgrad.aot_function(fn, record, record, partition_fn="memory_budget",
                                     decompositions="none")
-    return compiled, graphs
+    return compiled, record.graphs
 
 
 def _step(fn: Callable[..., torch.Tensor], inputs: list[torch.Tensor],
@@ -84,6 +92,21 @@ def test_the_backward_does_not_recompute_the_tanh_gelu_chain() -> None:
     torch.testing.assert_close(loss, eager_loss)
     for got, want in zip(grads, eager_grads):
         torch.testing.assert_close(got, want)
+
+
+def test_a_fusing_compiler_gets_the_chain_recomputed() -> None:
+    # NOTE: inductor (`fuses_pointwise`) evaluates the chain inside the backward's kernel,
+    # and saving less is what torch.compile's inductor does
+    inputs = _inputs()
+    with aotgrad.config.patch(graph_cache=False):
+        compiled, graphs = _compile(_mlp, fuses_pointwise=True)
+        _step(compiled, inputs)
+        unfused, unfused_graphs = _compile(_mlp)
+        _step(unfused, inputs)
+    fw, bw = graphs
+    unfused_fw = unfused_graphs[0]
+    assert _ops(bw)["aten.tanh.default"] == 1
+    assert len(fw.meta["saved_names"]) < len(unfused_fw.meta["saved_names"])
 
 
 def test_the_gelu_step_saves_what_torch_compile_saves() -> None:

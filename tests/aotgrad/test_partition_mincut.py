@@ -128,6 +128,22 @@ def test_min_cut_saves_a_pointwise_value_a_matmul_reads_instead_of_recomputing_i
     assert saved_bytes(fw, nfwd) == 2 * 8 * 32 * 4
 
 
+def test_a_fusing_backend_recomputes_the_results_eager_saves() -> None:
+    """With `fused_recompute` (inductor fuses the chain into the backward's kernel, as
+    torch.compile's inductor recomputes it) only the input is saved."""
+
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor]:
+        return (x.sin().cos().exp().sum(),)
+
+    joint, nfwd = trace_joint(fn, [torch.randn(64, requires_grad=True)])
+    for name in ("min_cut", "memory_budget"):
+        fw, bw = get_partitioner(name)(joint, num_fwd_outputs=nfwd,
+                                       config=PartitionConfig(fused_recompute=True))
+        assert saved_bytes(fw, nfwd) == 0
+        bw_ops = {str(n.target) for n in bw.graph.nodes if n.op == "call_function"}
+        assert "aten.exp.default" in bw_ops
+
+
 def test_min_cut_still_recomputes_a_pointwise_value_only_a_reduction_reads() -> None:
     # a reduction fuses with the pointwise ops feeding it: nothing is materialized for it
     # NOTE: sin and cos read their input in the backward, not their result (which eager

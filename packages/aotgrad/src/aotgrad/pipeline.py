@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -126,9 +127,13 @@ def compile_training(fn: Callable[..., Any], tensors: Sequence[torch.Tensor],
     joint = trace_joint(fn, tensors, forward, mode, table, entry_grad_mode=entry_grad_mode)
     assert_functional(joint.gm)
     partition = resolve_partitioner(partition_fn)
+    # NOTE: a compiler that fuses pointwise ops (inductor) recomputes them almost for free
+    config = dataclasses.replace(_config.options.partition_config(),
+                                 fused_recompute=bool(getattr(bw_compiler, "fuses_pointwise",
+                                                              False)))
     with _estimates_only(mode):
         fw_gm, bw_gm = partition(joint.gm, num_fwd_outputs=joint.num_fwd_outputs,
-                                 config=_config.options.partition_config())
+                                 config=config)
     _fill_output_meta(fw_gm)
     _fill_output_meta(bw_gm)
     runner = TrainingRunner(joint.forward, fw_gm, bw_gm, num_fwd_outputs=joint.num_fwd_outputs,

@@ -64,6 +64,11 @@ class InductorCompiler:
     #: kernels take the sizes as arguments (`inductor.dynamic`).
     symbolic_sizes = True
 
+    #: Fuses pointwise ops into the kernels that read them: aotgrad's partitioner may then
+    #: recompute a pointwise chain in the backward instead of saving its result
+    #: (`aotgrad.partition.PartitionConfig.fused_recompute`).
+    fuses_pointwise = True
+
     def __init__(self, values: Mapping[str, Any]) -> None:
         self.values = dict(values)
         self._frozen = tuple(sorted(self.values.items()))

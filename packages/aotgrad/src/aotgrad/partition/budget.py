@@ -47,9 +47,11 @@ from aotgrad.partition.split import Partition, activation_bytes, split
 class BudgetPlanner:
     """Solves the memory-budget problem for one joint graph, any number of budgets."""
 
-    def __init__(self, info: JointInfo, estimator: Estimator) -> None:
+    def __init__(self, info: JointInfo, estimator: Estimator, *,
+                 fused_recompute: bool = False) -> None:
         self.info = info
         self.estimator = estimator
+        self.fused_recompute = fused_recompute  # NOTE: see PartitionConfig
         self._runtime: dict[fx.Node, float] = {}
         self._cuts: dict[frozenset[fx.Node], frozenset[fx.Node]] = {}
         self.candidates = self._find_candidates()
@@ -75,7 +77,7 @@ class BudgetPlanner:
         """Expensive, deterministic forward values the backward reads (transitively), and the
         cheap ones min_cut saves because an expensive forward op materializes them."""
         info = self.info
-        materialized = materialized_values(info)
+        materialized = materialized_values(info, fused_recompute=self.fused_recompute)
         frontier = [
             arg
             for node in info.tangent_dependent
@@ -268,7 +270,8 @@ def memory_budget_partition(
 ) -> tuple[fx.GraphModule, fx.GraphModule]:
     """Minimize estimated recompute runtime with saved activation bytes under the budget."""
     info = analyze(joint, num_fwd_outputs)
-    planner = BudgetPlanner(info, get_estimator(config.estimator))
+    planner = BudgetPlanner(info, get_estimator(config.estimator),
+                            fused_recompute=config.fused_recompute)
     partition, chosen = planner.point(config.activation_memory_budget, config.solver)
     if config.pareto_svg is not None:
         write_pareto_svg(config.pareto_svg, planner.pareto(config.solver), chosen=chosen)

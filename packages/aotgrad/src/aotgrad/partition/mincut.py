@@ -108,16 +108,19 @@ def saved_as_result(info: JointInfo, node: fx.Node) -> bool:
                for user in node.users)
 
 
-def materialized_values(info: JointInfo) -> set[fx.Node]:
+def materialized_values(info: JointInfo, *, fused_recompute: bool = False) -> set[fx.Node]:
     """Every node of the joint the forward materializes for the backward to read:
-    `feeds_expensive_op` or `saved_as_result` holds."""
+    `feeds_expensive_op` holds, or (without `fused_recompute`, see `PartitionConfig`)
+    `saved_as_result`."""
     return {n for n in info.gm.graph.nodes
-            if feeds_expensive_op(info, n) or saved_as_result(info, n)}
+            if feeds_expensive_op(info, n)
+            or (not fused_recompute and saved_as_result(info, n))}
 
 
-def min_cut_banned(info: JointInfo) -> Callable[[fx.Node], bool]:
+def min_cut_banned(info: JointInfo, *, fused_recompute: bool = False,
+                   ) -> Callable[[fx.Node], bool]:
     """min_cut's ban: expensive ops, and the values they read that the forward materializes."""
-    materialized = materialized_values(info)
+    materialized = materialized_values(info, fused_recompute=fused_recompute)
 
     def banned(node: fx.Node) -> bool:
         return banned_for_min_cut(node) or node in materialized
@@ -195,14 +198,16 @@ def _primal_for_view(node: fx.Node) -> fx.Node:
     return root if root.op == "placeholder" and is_saveable(root) else node
 
 
-def partition_min_cut(info: JointInfo) -> Partition:
-    return split(info, min_cut_saved_values(info, min_cut_banned(info)))
+def partition_min_cut(info: JointInfo, *, fused_recompute: bool = False) -> Partition:
+    """The min_cut split of a joint graph (`fused_recompute`: see `PartitionConfig`)."""
+    banned = min_cut_banned(info, fused_recompute=fused_recompute)
+    return split(info, min_cut_saved_values(info, banned))
 
 
 def min_cut_partition(
     joint: fx.GraphModule, *, num_fwd_outputs: int, config: PartitionConfig | None = None
 ) -> tuple[fx.GraphModule, fx.GraphModule]:
     """Save a minimum-bytes set of values; recompute cheap ops in the backward."""
-    del config  # min_cut has no options
-    result = partition_min_cut(analyze(joint, num_fwd_outputs))
+    fused = config.fused_recompute if config is not None else False
+    result = partition_min_cut(analyze(joint, num_fwd_outputs), fused_recompute=fused)
     return result.fw, result.bw

@@ -23,12 +23,19 @@ class PartitionConfig:
         estimator: recompute runtime estimate: "flops", "profile" or "testing" (unit cost).
         pareto_svg: when set, `memory_budget` writes the Pareto curve (saved bytes against
             estimated recompute time, budgets 0 to 1 in steps of 0.05) to this path.
+        fused_recompute: the graphs' compiler fuses pointwise ops recomputed in the backward
+            into the kernels that read them (inductor: its compiler's `fuses_pointwise`).
+            Without fusion (aot_eager runs the graphs op by op) min_cut also saves the
+            values eager saves as an op's own result (`mincut.saved_as_result`: tanh's
+            output) instead of running their chain again, as torch.compile's aot_eager
+            does; with it they are recomputed in the fused kernel, as torch's inductor does.
     """
 
     activation_memory_budget: float = 1.0
     solver: str = "dp"
     estimator: str = "flops"
     pareto_svg: str | None = None
+    fused_recompute: bool = False
 
     def __post_init__(self) -> None:
         budget = self.activation_memory_budget
