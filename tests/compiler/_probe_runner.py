@@ -28,6 +28,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 import torch
 
 Step = Callable[[Callable[..., Any]], Any]
@@ -179,6 +180,27 @@ def ours(backend: str) -> Callable[[Callable[..., Any]], Any]:
     return lambda fn: compiler.compile(fn, backend=backend)
 
 
+BACKENDS = ["eager", "aot_eager", "inductor"]
+
+
+def probe_test(probes: list[Make], xfail: Callable[[Make, str], str | None] | None = None,
+               ) -> Callable[..., None]:
+    """A probe file's pytest test: every probe on every backend agrees with eager (results,
+    exceptions, printed output, state). `xfail(make, backend)` gives the reason of a known
+    difference (a strict xfail), or None."""
+
+    @pytest.mark.parametrize("backend", BACKENDS)
+    @pytest.mark.parametrize("make", probes, ids=[p.__name__ for p in probes])
+    def test_probe(make: Make, backend: str, request: pytest.FixtureRequest) -> None:
+        reason = xfail(make, backend) if xfail is not None else None
+        if reason is not None:
+            request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+        difference = compare(make, ours(backend))
+        assert difference is None, difference
+
+    return test_probe
+
+
 def theirs(backend: str) -> Callable[[Callable[..., Any]], Any]:
     """Compile with torch.compile, the yardstick (its caches reset first)."""
     torch._dynamo.reset()
@@ -188,7 +210,7 @@ def theirs(backend: str) -> Callable[[Callable[..., Any]], Any]:
 def main(probes: list[Callable[[], Probe]], argv: list[str]) -> int:
     """Print OK/BAD per probe and backend and the BAD counts per backend."""
     use_torch = "--torch" in argv
-    backends = ["eager", "aot_eager", "inductor"]
+    backends = list(BACKENDS)
     names = []
     rest = [a for a in argv if a != "--torch"]
     while rest:

@@ -1,21 +1,17 @@
 """Differential probes, issue 11 groups 5-8: autograd and global state, errors eager raises,
 errors at the API edge.
 
-Each probe runs eagerly and compiled over several calls, with state changed between calls,
-on every backend (see `_probe_runner.py`). Run as a script to print OK/BAD per probe, and
-with `--torch` for torch.compile's answers on the same probes:
-`python tests/compiler/test_differential_autograd_errors.py [--torch] [name ...]`.
+Runs through `_probe_runner.py` (every backend, several calls); as a script it prints
+OK/BAD per probe, and `--torch` gives torch.compile's answers.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 
-import pytest
 import torch
 import torch.nn.functional as F
-from _probe_runner import Probe, T, compare, grads, main, ours, registry
+from _probe_runner import Probe, T, grads, main, probe_test, registry
 from torch import nn
 
 PROBES, probe = registry()
@@ -609,12 +605,7 @@ def detach_in_place_on_intermediate() -> Probe:
     return Probe(f, [lambda fn: fn(T(3, grad=True)), lambda fn: fn(T(3, grad=True))])
 
 
-@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
-@pytest.mark.parametrize("make", PROBES, ids=[p.__name__ for p in PROBES])
-def test_probe(make: Callable[[], Probe], backend: str) -> None:
-    """The probe's calls agree with eager: results, exceptions, printed output, state."""
-    difference = compare(make, ours(backend))
-    assert difference is None, difference
+test_probe = probe_test(PROBES)
 
 
 if __name__ == "__main__":

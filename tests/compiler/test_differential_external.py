@@ -3,22 +3,18 @@
 from outside the compiled function (a partial's keywords, a mutable default, a closure's
 list, a class-level list, parameters swapped or cast, buffers added, hooks on parameters).
 
-Each probe runs eagerly and compiled over several calls, with state changed between calls,
-on every backend (see `_probe_runner.py`). Run as a script to print OK/BAD per probe, and
-with `--torch` for torch.compile's answers on the same probes:
-`python tests/compiler/test_differential_external.py [--torch] [name ...]`.
+Runs through `_probe_runner.py` (every backend, several calls); as a script it prints
+OK/BAD per probe, and `--torch` gives torch.compile's answers.
 """
 
 from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable
 from typing import Any
 
-import pytest
 import torch
-from _probe_runner import Probe, T, compare, main, ours, registry
+from _probe_runner import Probe, T, main, probe_test, registry
 from torch import nn
 
 PROBES, probe = registry()
@@ -295,12 +291,7 @@ def closure_cell_of_a_helper_changed() -> Probe:
     return Probe(f, [lambda fn: fn(T(3)), change, same_code_other_cell])
 
 
-@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
-@pytest.mark.parametrize("make", PROBES, ids=[p.__name__ for p in PROBES])
-def test_probe(make: Callable[[], Probe], backend: str) -> None:
-    """The probe's calls agree with eager: results, exceptions, printed output, state."""
-    difference = compare(make, ours(backend))
-    assert difference is None, difference
+test_probe = probe_test(PROBES)
 
 
 if __name__ == "__main__":

@@ -4,23 +4,19 @@ effects in helpers, generators and custom autograd functions, and the numeric co
 where a compiled kernel can part from eager (NaN propagation, ties, empty reductions, integer
 wrap-around and rounding).
 
-Each probe runs eagerly and compiled over several calls, with state changed between calls,
-on every backend (see `_probe_runner.py`). Run as a script to print OK/BAD per probe, and
-with `--torch` for torch.compile's answers on the same probes:
-`python tests/compiler/test_differential_numerics.py [--torch] [name ...]`.
+Runs through `_probe_runner.py` (every backend, several calls); as a script it prints
+OK/BAD per probe, and `--torch` gives torch.compile's answers.
 """
 
 from __future__ import annotations
 
 import enum
 import sys
-from collections.abc import Callable
 from typing import Any
 
-import pytest
 import torch
 import torch.nn.functional as F
-from _probe_runner import Probe, T, compare, main, ours, registry
+from _probe_runner import Probe, T, main, probe_test, registry
 from torch import nn
 
 PROBES, probe = registry()
@@ -571,12 +567,7 @@ def python_index_out_of_range_of_a_tensor() -> Probe:
                      lambda fn: fn(torch.tensor([1, 2]), -2)])
 
 
-@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
-@pytest.mark.parametrize("make", PROBES, ids=[p.__name__ for p in PROBES])
-def test_probe(make: Callable[[], Probe], backend: str) -> None:
-    """The probe's calls agree with eager: results, exceptions, printed output, state."""
-    difference = compare(make, ours(backend))
-    assert difference is None, difference
+test_probe = probe_test(PROBES)
 
 
 if __name__ == "__main__":

@@ -7,10 +7,8 @@ removed, `train()`/`eval()` of batch norm, parameters frozen or replaced between
 closures, `nonlocal` and cells; another module's globals; `functools.partial` arguments
 mutated; side effects in these replayed once per call.
 
-Each probe runs eagerly and compiled over several calls, with state changed between calls,
-on every backend (see `_probe_runner.py`). Run as a script to print OK/BAD per probe, and
-with `--torch` for torch.compile's answers on the same probes:
-`python tests/compiler/test_differential_objects.py [--torch] [name ...]`.
+Runs through `_probe_runner.py` (every backend, several calls); as a script it prints
+OK/BAD per probe, and `--torch` gives torch.compile's answers.
 """
 
 from __future__ import annotations
@@ -18,12 +16,10 @@ from __future__ import annotations
 import functools
 import sys
 import types
-from collections.abc import Callable
 from typing import Any
 
-import pytest
 import torch
-from _probe_runner import Probe, T, compare, grads, main, ours, registry
+from _probe_runner import Probe, T, grads, main, probe_test, registry
 from torch import nn
 
 PROBES, probe = registry()
@@ -847,12 +843,7 @@ def builtin_shadowed_in_module_globals() -> Probe:
     return Probe(f, [lambda fn: fn(T(3)), shadow, unshadow])
 
 
-@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
-@pytest.mark.parametrize("make", PROBES, ids=[p.__name__ for p in PROBES])
-def test_probe(make: Callable[[], Probe], backend: str) -> None:
-    """The probe's calls agree with eager: results, exceptions, printed output, state."""
-    difference = compare(make, ours(backend))
-    assert difference is None, difference
+test_probe = probe_test(PROBES)
 
 
 if __name__ == "__main__":

@@ -5,10 +5,8 @@ dunder methods replaced on a class (`__add__`, `__len__`, `__bool__`, `__getitem
 place, Python arithmetic corner cases, torch's global flags read in the function, and errors
 ATen raises on values or dtypes.
 
-Each probe runs eagerly and compiled over several calls, with state changed between calls,
-on every backend (see `_probe_runner.py`). Run as a script to print OK/BAD per probe, and
-with `--torch` for torch.compile's answers on the same probes:
-`python tests/compiler/test_differential_protocols.py [--torch] [name ...]`.
+Runs through `_probe_runner.py` (every backend, several calls); as a script it prints
+OK/BAD per probe, and `--torch` gives torch.compile's answers.
 """
 
 from __future__ import annotations
@@ -20,13 +18,11 @@ import heapq
 import math
 import sys
 import types
-from collections.abc import Callable
 from typing import Any
 
-import pytest
 import torch
 import torch.nn.functional as F
-from _probe_runner import Probe, T, compare, main, ours, registry
+from _probe_runner import Probe, T, main, probe_test, registry
 from torch import nn
 
 PROBES, probe = registry()
@@ -642,12 +638,7 @@ def bincount_and_unique_values() -> Probe:
                      lambda fn: fn(torch.tensor([2, 2]))])
 
 
-@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
-@pytest.mark.parametrize("make", PROBES, ids=[p.__name__ for p in PROBES])
-def test_probe(make: Callable[[], Probe], backend: str) -> None:
-    """The probe's calls agree with eager: results, exceptions, printed output, state."""
-    difference = compare(make, ours(backend))
-    assert difference is None, difference
+test_probe = probe_test(PROBES)
 
 
 if __name__ == "__main__":

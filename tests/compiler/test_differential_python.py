@@ -4,10 +4,8 @@ of containers and objects passed twice, identity of returned objects, side effec
 graph breaks, Python's own state (os.environ, the random module, iterators), closures made
 inside the function, context managers.
 
-Each probe runs eagerly and compiled over several calls, with state changed between calls,
-on every backend (see `_probe_runner.py`). Run as a script to print OK/BAD per probe, and
-with `--torch` for torch.compile's answers on the same probes:
-`python tests/compiler/test_differential_python.py [--torch] [name ...]`.
+Runs through `_probe_runner.py` (every backend, several calls); as a script it prints
+OK/BAD per probe, and `--torch` gives torch.compile's answers.
 """
 
 from __future__ import annotations
@@ -23,9 +21,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 import torch
-from _probe_runner import Probe, T, compare, main, ours, registry
+from _probe_runner import Probe, T, main, probe_test, registry
 from torch import nn
 
 PROBES, probe = registry()
@@ -619,12 +616,7 @@ def dict_items_view_stored_then_mutated() -> Probe:
     return Probe(f, [lambda fn: fn(T(3)), reset], lambda: dict(d))
 
 
-@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
-@pytest.mark.parametrize("make", PROBES, ids=[p.__name__ for p in PROBES])
-def test_probe(make: Callable[[], Probe], backend: str) -> None:
-    """The probe's calls agree with eager: results, exceptions, printed output, state."""
-    difference = compare(make, ours(backend))
-    assert difference is None, difference
+test_probe = probe_test(PROBES)
 
 
 if __name__ == "__main__":

@@ -2,10 +2,8 @@
 """Differential probes, issue 11 groups 1-4: identity and aliasing, state read through
 classes, modules and globals, side effects, Python semantics.
 
-Each probe runs eagerly and compiled over several calls, with Python state changed between
-calls, on every backend (see `_probe_runner.py`). Run as a script to print OK/BAD per probe,
-and with `--torch` for torch.compile's answers on the same probes:
-`python tests/compiler/test_differential_state.py [--torch] [name ...]`.
+Runs through `_probe_runner.py` (every backend, several calls); as a script it prints
+OK/BAD per probe, and `--torch` gives torch.compile's answers.
 """
 
 from __future__ import annotations
@@ -14,13 +12,11 @@ import dataclasses
 import math
 import sys
 import types
-from collections.abc import Callable
 from typing import Any
 
-import pytest
 import torch
 import torch.nn.functional as F
-from _probe_runner import Probe, T, compare, main, ours, registry
+from _probe_runner import Probe, T, main, probe_test, registry
 from torch import nn
 
 PROBES, probe = registry()
@@ -1120,12 +1116,7 @@ def functional_chosen_by_name() -> Probe:
                      lambda fn: fn(T(3), "relu")])
 
 
-@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
-@pytest.mark.parametrize("make", PROBES, ids=[p.__name__ for p in PROBES])
-def test_probe(make: Callable[[], Probe], backend: str) -> None:
-    """The probe's calls agree with eager: results, exceptions, printed output, state."""
-    difference = compare(make, ours(backend))
-    assert difference is None, difference
+test_probe = probe_test(PROBES)
 
 
 if __name__ == "__main__":
