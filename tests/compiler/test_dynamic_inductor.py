@@ -10,11 +10,13 @@ not grow once the symbolic graph is compiled.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import aotgrad.cache
 import compiler
+import inductor.config
 import inductor.targets
 import pytest
 import torch
@@ -45,30 +47,38 @@ class TorchCounting:
         return gm.forward
 
 
-@pytest.fixture
-def kernels(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Names of the C++ kernels inductor generates while the test runs."""
+def count_kernels(monkeypatch: pytest.MonkeyPatch, generator: str) -> list[str]:
+    """Names of the kernels `inductor.targets.<generator>` makes from now on (caches of
+    plans and compiled graphs cleared, so nothing of an earlier test is reused)."""
     made: list[str] = []
-    generate = inductor.targets.generate_kernel
+    generate = getattr(inductor.targets, generator)
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         kernel = generate(*args, **kwargs)
         made.append(kernel.name)
         return kernel
 
-    monkeypatch.setattr(inductor.targets, "generate_kernel", counting)
+    monkeypatch.setattr(inductor.targets, generator, counting)
     pipeline.clear_plan_cache()
     aotgrad.cache.clear()  # NOTE: compiled graphs of an earlier test would be shared
     return made
 
 
+@pytest.fixture
+def kernels(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Names of the C++ kernels inductor generates while the test runs."""
+    return count_kernels(monkeypatch, "generate_kernel")
+
+
 def run_both(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], kernels: list[str],
              dynamic: bool | None = None, grad: bool = False,
              before: Callable[[tuple[Any, ...]], None] | None = None,
+             options: dict[str, Any] | None = None, atol: float = 1e-5,
              ) -> tuple[int, int, list[int]]:
-    """Call `fn` compiled by us (inductor) and by torch.compile on each argument tuple,
-    compared with eager (outputs, and gradients of the inputs that require them when
-    `grad`); returns (our compiles, torch's compiles, kernels generated after each call)."""
+    """Call `fn` compiled by us (inductor, with the inductor `options` in effect while ours
+    runs) and by torch.compile on each argument tuple, compared with eager (outputs, and
+    gradients of the inputs that require them when `grad`); returns (our compiles, torch's
+    compiles, kernels generated after each call)."""
     compiler.reset()
     torch._dynamo.reset()
     ours = Counting()
@@ -84,17 +94,20 @@ def run_both(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], kernels: 
                       else a for a in args]
             ref_leaves = [a.detach().requires_grad_(a.requires_grad)
                           if isinstance(a, torch.Tensor) else a for a in args]
-            got, expected = run(*leaves), fn(*ref_leaves)
-            torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+            patched = options is not None and run is mine
+            with inductor.config.patch(options) if patched else contextlib.nullcontext():
+                got = run(*leaves)
+            expected = fn(*ref_leaves)
+            torch.testing.assert_close(got, expected, atol=atol, rtol=1e-5)
             if grad:
                 got.sum().backward()
                 expected.sum().backward()
                 for a, b in zip(leaves, ref_leaves):
                     if isinstance(a, torch.Tensor) and a.requires_grad:
-                        torch.testing.assert_close(a.grad, b.grad, atol=1e-5, rtol=1e-5)
+                        torch.testing.assert_close(a.grad, b.grad, atol=atol, rtol=1e-5)
         after.append(len(kernels))
     name = getattr(fn, "__name__", type(fn).__name__)
-    print(f"COMPILES {name} dynamic={dynamic}: ours {ours.count}, torch.compile "
+    print(f"COMPILES {name} options={options} dynamic={dynamic}: ours {ours.count}, torch.compile "
           f"{theirs.count}; kernels generated after each call {after}")
     return ours.count, theirs.count, after
 

@@ -10,18 +10,16 @@ the number of Triton kernels inductor generates does not grow after the symbolic
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Sequence
+import functools
 from typing import Any
 
-import aotgrad.cache
 import compiler
 import inductor.config
 import inductor.targets
 import pytest
 import torch
-from inductor import pipeline
-from test_dynamic_inductor import Attention, TorchCounting, _steady, mlp
+from test_dynamic_inductor import Attention, _steady, count_kernels, mlp
+from test_dynamic_inductor import run_both as inductor_run_both
 
 pytest.importorskip("triton")
 
@@ -31,67 +29,11 @@ OPTIONS = {"cpu_backend": "triton"}
 @pytest.fixture
 def kernels(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Names of the Triton kernels inductor generates while the test runs."""
-    made: list[str] = []
-    generate = inductor.targets.generate_triton_kernel
-
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        kernel = generate(*args, **kwargs)
-        made.append(kernel.name)
-        return kernel
-
-    monkeypatch.setattr(inductor.targets, "generate_triton_kernel", counting)
-    pipeline.clear_plan_cache()
-    aotgrad.cache.clear()  # NOTE: compiled graphs of an earlier test would be shared
-    return made
+    return count_kernels(monkeypatch, "generate_triton_kernel")
 
 
-class Counting:
-    """The inductor backend counting its compiles (the Triton target: `OPTIONS` in effect
-    while our compiled function runs)."""
-
-    def __init__(self) -> None:
-        self.inner = compiler.lookup_backend("inductor")
-        self.count = 0
-
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any], **kw: Any) -> Any:
-        self.count += 1
-        return self.inner(gm, example_inputs, **kw)
-
-
-def run_both(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], kernels: list[str],
-             dynamic: bool | None = None, grad: bool = False, atol: float = 1e-5,
-             ) -> tuple[int, int, list[int]]:
-    """`fn` compiled by us (Triton target) and by torch.compile on each argument tuple,
-    compared with eager; returns (our compiles, torch's, kernels generated after each call)."""
-    compiler.reset()
-    torch._dynamo.reset()
-    ours = Counting()
-    theirs = TorchCounting()
-    mine = compiler.compile(fn, backend=ours, dynamic=dynamic)
-    torch_fn = torch.compile(fn, backend=theirs, dynamic=dynamic)
-    after: list[int] = []
-    for args in calls:
-        for run in (mine, torch_fn):
-            target = inductor.config.patch(OPTIONS) if run is mine else contextlib.nullcontext()
-            leaves = [a.detach().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor)
-                      else a for a in args]
-            ref = [a.detach().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor)
-                   else a for a in args]
-            with target:
-                got = run(*leaves)
-            expected = fn(*ref)
-            torch.testing.assert_close(got, expected, atol=atol, rtol=1e-5)
-            if grad:
-                got.sum().backward()
-                expected.sum().backward()
-                for a, b in zip(leaves, ref):
-                    if isinstance(a, torch.Tensor) and a.requires_grad:
-                        torch.testing.assert_close(a.grad, b.grad, atol=atol, rtol=1e-5)
-        after.append(len(kernels))
-    name = getattr(fn, "__name__", type(fn).__name__)
-    print(f"COMPILES {name} (triton) dynamic={dynamic}: ours {ours.count}, torch.compile "
-          f"{theirs.count}; Triton kernels generated after each call {after}")
-    return ours.count, theirs.count, after
+#: `test_dynamic_inductor.run_both` with the Triton target in effect while ours runs
+run_both = functools.partial(inductor_run_both, options=OPTIONS)
 
 
 def test_batch_size_changes(kernels: list[str]) -> None:
