@@ -1,93 +1,55 @@
 """Frame interception in pure Python: the compiled wrapper, its guard cache, compiling a
 frame on a miss, recompile logging and the eager fallbacks.
 
-Hot path per call: bind arguments to a dict (a generated binder per code object), run the
-cache's compiled guard functions, call the transformed function.
+Hot path per call: bind arguments to a dict (a generated binder per code object,
+`frame_binder`), run the cache's compiled guard functions, call the transformed function.
+A miss traces the frame (`frame_trace`: trace, emit bytecode, replay side effects with
+`replay`, call the backend with `backend_call`); `frame_state` holds whether a frame is
+being compiled and the records compiles leave.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 import itertools
-import keyword
 import logging
-import threading
 import time
 import types
 import warnings
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import guards
 import torch
-from guards.sources import LocalSource, Source
 
-from capture import backends, config, frame_store, graph_errors, logs, resume, runtime_checks
-from capture.bytecode import codegen, versions
+from capture import config, frame_store, graph_errors, logs, resume
 from capture.bytecode.instructions import format_code
 from capture.contexts import AutocastState
+from capture.frame_binder import make_binder
+from capture.frame_state import CompileRecord, announce, is_compiling, recording, thread_state
+from capture.frame_trace import trace_and_codegen
 from capture.graph_break import BackendCompilerFailed, GraphBreakKind, Unsupported, unsupported
 from capture.guard_builder import build_tree
-from capture.interp.lookup_guards import defaults_changed, guard_own_defaults
+from capture.interp.lookup_guards import defaults_changed
 from capture.output_graph import OutputGraph
-from capture.shape_guards import ConstraintViolation, check_marked, shape_guards
+from capture.shape_guards import ConstraintViolation, shape_guards
 from capture.shapes import forget_shapes, shapes_for
-from capture.values import CellValue, Value
-from capture.values.wrap import wrap
+
+# NOTE: CompileRecord, is_compiling, recording and make_binder live in frame_state and
+# frame_binder; they are named here too, where callers have always imported them.
+__all__ = ["CompileOptions", "CompileRecord", "CompiledFunction", "is_compiling", "make_binder",
+           "recording", "reset_all", "run_disabled"]
 
 log = logging.getLogger("capture")
 
 
-class _QuietMetaFailures(logging.Filter):
-    """Drops fake-tensor's "failed while attempting to run meta" traceback while capture
-    traces: the op's error reaches the user from eager (`_user_error_probe`) instead."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (is_compiling() and str(record.msg).startswith("failed while attempting"))
-
-
-logging.getLogger("torch._subclasses.fake_tensor").addFilter(_QuietMetaFailures())
-
 _frame_ids = itertools.count()
 _all_wrappers: weakref.WeakSet[CompiledFunction] = weakref.WeakSet()
-_state = threading.local()
+_state = thread_state  # NOTE: read on every call (the hot path): one global lookup
 _no_patch = contextlib.nullcontext()
-
-
-_recorders: list[list[CompileRecord]] = []
-
-
-@contextlib.contextmanager
-def recording() -> Iterator[list[CompileRecord]]:
-    """Collect the `CompileRecord` of every frame compiled inside the block (resume
-    functions and compiled callees of graph breaks included), in compile order."""
-    records: list[CompileRecord] = []
-    _recorders.append(records)
-    try:
-        yield records
-    finally:
-        _recorders.remove(records)
-
-
-def is_compiling() -> bool:
-    """True while capture is tracing a frame."""
-    return bool(getattr(_state, "compiling", False))
-
-
-@dataclass
-class CompileRecord:
-    """What one compile produced (kept for tests, `explain`-style tools and the demo)."""
-
-    graph: torch.fx.GraphModule | None
-    guard_tree: guards.GuardTree
-    code: types.CodeType | None
-    capture_seconds: float
-    unsupported: Unsupported | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 # NOTE: caches are per code object (keyed by identity: equal code objects of different
@@ -153,54 +115,6 @@ class CompileOptions:
                      sorted(self.backend.items()), self.dynamic))
 
 
-def make_binder(fn: types.FunctionType) -> Callable[..., dict[str, object]]:
-    """A function with `fn`'s signature that returns its arguments (and free variables) by name."""
-    code = fn.__code__
-    nargs = code.co_argcount
-    nposonly = code.co_posonlyargcount
-    nkwonly = code.co_kwonlyargcount
-    # NOTE: a resume function's arguments carry the frame's locals, whose names need not be
-    # identifiers (pytest's assertion rewriting binds `@py_assert0`): those get stand-ins.
-    spelled = {
-        name: name if name.isidentifier() and not keyword.iskeyword(name) else f"_arg{i}"
-        for i, name in enumerate(code.co_varnames)
-    }
-    names = list(code.co_varnames[: nargs + nkwonly])
-    params = []
-    for i, name in enumerate(names[:nargs]):
-        params.append(spelled[name])
-        if i + 1 == nposonly:
-            params.append("/")
-    index = nargs + nkwonly
-    extra: list[str] = []
-    if code.co_flags & inspect.CO_VARARGS:
-        params.append("*" + spelled[code.co_varnames[index]])
-        extra.append(code.co_varnames[index])
-        index += 1
-    elif nkwonly:
-        params.append("*")
-    params.extend(spelled[name] for name in names[nargs:])
-    if code.co_flags & inspect.CO_VARKEYWORDS:
-        params.append("**" + spelled[code.co_varnames[index]])
-        extra.append(code.co_varnames[index])
-    entries = [f"{n!r}: {spelled[n]}" for n in names + extra]
-    for i, free in enumerate(code.co_freevars):
-        entries.append(f"{free!r}: _cell{i}.cell_contents")
-    src = f"def _bind({', '.join(params)}):\n    return {{{', '.join(entries)}}}\n"
-    namespace: dict[str, Any] = {}
-    for i, cell in enumerate(fn.__closure__ or ()):
-        namespace[f"_cell{i}"] = cell
-    exec(compile(src, f"<capture binder {code.co_name}>", "exec"), namespace)  # noqa: S102
-    binder: Any = namespace["_bind"]
-    # NOTE: a call with wrong arguments raises the TypeError eager raises, naming the
-    # user's function ("f() takes 1 positional argument but 2 were given").
-    binder.__name__ = fn.__name__
-    binder.__qualname__ = fn.__qualname__
-    binder.__defaults__ = fn.__defaults__
-    binder.__kwdefaults__ = fn.__kwdefaults__
-    return binder  # type: ignore[no-any-return]  # built by exec
-
-
 class CompiledFunction:
     """The wrapper returned by `capture.optimize` for a function."""
 
@@ -226,7 +140,7 @@ class CompiledFunction:
         self._binder = make_binder(fn)
         self._logged_fallback = False
         self._warned_limit = False
-        self._entry_grad_mode = True
+        self.entry_grad_mode = True
         self._entry_autocast = AutocastState.current()
         self._no_break: Unsupported | None = None  # why the last graph break was not taken
         _all_wrappers.add(self)
@@ -336,14 +250,14 @@ class CompiledFunction:
         global_state = guards.GlobalStateMatch.current()
         output = OutputGraph(self.f_globals, self.code.co_name, self._shapes())
         grad_mode = torch.is_grad_enabled()
-        self._entry_grad_mode = grad_mode
+        self.entry_grad_mode = grad_mode
         # NOTE: tracing enters autocast blocks for real; a trace stopped inside one leaves it.
         autocast_state = self._entry_autocast = AutocastState.current()
         _state.compiling = True
         graph_break: Unsupported | None = None
         try:
             try:
-                new_code, gm = _trace_and_codegen(self, output, L, marker)
+                new_code, gm = trace_and_codegen(self, output, L, marker)
             except Unsupported as first:
                 retry = self._trace_with_break(first, L, marker)
                 if retry is None:
@@ -435,8 +349,7 @@ class CompiledFunction:
 
     def _record(self, record: CompileRecord) -> None:
         self.compiles.append(record)
-        for records in _recorders:
-            records.append(record)
+        announce(record)
 
     def _trace_with_break(
         self, error: Unsupported, L: dict[str, object], marker: str
@@ -449,10 +362,10 @@ class CompiledFunction:
             return None
         output = OutputGraph(self.f_globals, self.code.co_name, self._shapes())
         # NOTE: the failed trace may have stopped inside a grad-mode or autocast block.
-        torch._C._set_grad_enabled(self._entry_grad_mode)
+        torch._C._set_grad_enabled(self.entry_grad_mode)
         self._entry_autocast.restore()
         try:
-            new_code, gm = _trace_and_codegen(self, output, L, marker, stop)
+            new_code, gm = trace_and_codegen(self, output, L, marker, stop)
         except Unsupported as again:
             log.debug("[%s] no graph break in %s: %s", marker, self.code.co_name, again)
             self._no_break = again
@@ -468,14 +381,14 @@ class CompiledFunction:
         """What earlier compiles of this code saw of its input sizes (`capture.shapes`)."""
         return shapes_for(self.cache, self.options.dynamic)
 
-    def _resume_function(self, code: types.CodeType) -> CompiledFunction:
+    def resume_function(self, code: types.CodeType) -> CompiledFunction:
         """A resume function of this frame: compiled on its first call, like any frame."""
         fn = types.FunctionType(code, self.f_globals, code.co_name, None, self.fn.__closure__)
         return CompiledFunction(
             fn, self.backend, self.backend_name, False, options=self.options
         )
 
-    def _compiled_callee(self, fn: types.FunctionType) -> CompiledFunction:
+    def compiled_callee(self, fn: types.FunctionType) -> CompiledFunction:
         """The function a graph break calls, compiled with this frame's backend."""
         return CompiledFunction(fn, self.backend, self.backend_name, False, options=self.options)
 
@@ -491,302 +404,6 @@ class CompiledFunction:
         self.compiles.clear()
         self._warned_limit = False
         self._logged_fallback = False
-
-
-def _trace_and_codegen(
-    cf: CompiledFunction,
-    output: OutputGraph,
-    L: dict[str, object],
-    marker: str,
-    stop: resume.BreakPoint | None = None,
-) -> tuple[types.CodeType, torch.fx.GraphModule | None]:
-    from capture.interp import load_handlers
-    from capture.interp.translator import Translator
-
-    load_handlers()
-    code = cf.code
-    guard_own_defaults(output, cf.fn)
-    f_locals: dict[str, Value] = {}
-    cells: dict[str, CellValue] = {}
-    for name, value in L.items():
-        wrapped = wrap(output, value, LocalSource(name))
-        if name in code.co_freevars:
-            cells[name] = CellValue(wrapped, LocalSource(name))
-        else:
-            f_locals[name] = wrapped
-    tx = Translator(output, code, cf.f_globals, f_locals, cells)
-    cg = codegen.CodeBuilder(code)
-    if stop is None:
-        result = tx.run()
-        output.current_tx = None
-        cg.reconstruct(result)
-        cg.store_fast(codegen.RETURN_TMP)
-        _replay_side_effects(cg, output)
-        cg.load_fast(codegen.RETURN_TMP)
-        cg.instrs.append(codegen.Instr("RETURN_VALUE"))
-    else:
-        if not tx.run_to((stop.index, stop.visit)):
-            raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, "the break point was not reached")
-        output.current_tx = None
-        resume.emit_break(
-            cg, tx, lambda: _replay_side_effects(cg, output), cf._resume_function,
-            cf._compiled_callee, stop.in_callee,
-        )
-    body = cg.instrs
-    gm: torch.fx.GraphModule | None = None
-    has_calls = any(n.op != "placeholder" for n in output.graph.nodes)
-    check_marked(output.symbolic, output.shape_env)
-    if has_calls or cg.graph_outputs:
-        runtime_checks.add_runtime_checks(output.graph, output.fake_mode.shape_env)
-        output.graph.output(tuple(v.node for v in cg.graph_outputs))
-        gm = torch.fx.GraphModule(torch.nn.Module(), output.graph, "CapturedGraph")
-        if cf.option("verbose") or logs.graph_log.isEnabledFor(logging.DEBUG):
-            logs.verbose_print("graph", marker, gm.print_readable(print_output=False))
-        example_inputs = [example for _, example, _ in output.inputs]
-        replays = not output.side_effects.is_empty()
-        compiled = _call_backend(cf, gm, example_inputs, replays)
-        if graph_errors.needs_guard(gm, replays):
-            compiled = graph_errors.guard_graph(compiled, gm, code)
-        pre = codegen.CodeBuilder(code)
-        pre.load_callable(compiled)
-        for source, _, _ in output.inputs:
-            pre.load_source(source)
-        pre.call_function(len(output.inputs))
-        pre.store_fast(codegen.GRAPH_OUT)
-        body = pre.instrs + body
-    return codegen.assemble(code, body), gm
-
-
-#: Autograd's error for a tensor saved for backward and changed in place afterwards.
-_SAVED_TENSOR_CHANGED = "needed for gradient computation has been modified by an inplace operation"
-
-
-def _call_backend(
-    cf: CompiledFunction, gm: torch.fx.GraphModule, example_inputs: list[Any],
-    replays_effects: bool = False,
-) -> Callable[..., Any]:
-    """The backend's compiled callable for `gm`; a backend failure (it raises, or returns no
-    callable) is logged and the graph runs eagerly under `suppress_errors`, else it raises
-    `BackendCompilerFailed` naming the backend. A failure that is the program's own error
-    (eager raises it too) in a frame with side effects to replay (`replays_effects`) makes
-    the whole function run eagerly: a graph run eagerly could change an input in place before
-    it raises, and the effects before the error would be lost."""
-    _state.compiling = False
-    grad_mode = torch.is_grad_enabled()
-    # NOTE: the graph is called first thing in the transformed code, so in the caller's grad
-    # mode: a backend that compiles for its example inputs' signature then gets the right one.
-    torch._C._set_grad_enabled(cf._entry_grad_mode)
-    try:
-        if cf.options.backend:
-            compiled = cf.backend(gm, example_inputs, options=dict(cf.options.backend))
-        else:
-            compiled = cf.backend(gm, example_inputs)
-        if not callable(compiled):
-            raise TypeError(f"the backend returned {compiled!r:.60}, not a callable")
-        return compiled  # type: ignore[no-any-return]
-    except Exception as e:
-        if cf.option("suppress_errors"):
-            log.warning("capture: backend %r failed on a graph of %s (%s: %s); running that "
-                        "graph eagerly (suppress_errors)", cf.backend_name, cf.code.co_name,
-                        type(e).__name__, e)
-            return backends.eager(gm, example_inputs)
-        if isinstance(e, RuntimeError) and _SAVED_TENSOR_CHANGED in str(e):
-            # NOTE: the program changes in place a tensor an earlier op saved for backward:
-            # eager raises only if that backward runs, while a joint trace differentiates
-            # every output now. The graph runs eagerly (the error, if any, comes as eager's).
-            log.info("[%d] %s: a tensor saved for backward is changed in place; running the "
-                     "graph eagerly", cf.frame_id, cf.code.co_name)
-            return backends.eager(gm, example_inputs)
-        if _raises_eagerly(gm, example_inputs, type(e)):
-            if replays_effects:
-                raise unsupported(
-                    GraphBreakKind.EXCEPTION,
-                    f"the graph raises {type(e).__name__} for its example inputs: {e}",
-                ) from e
-            # NOTE: the program's own error (an in-place write to a leaf that requires grad,
-            # say), found by a backend that traces with autograd: eager raises it too, so the
-            # graph runs eagerly and raises it for real on each call.
-            log.info("[%d] %s: the graph raises %s eagerly too; running it eagerly",
-                     cf.frame_id, cf.code.co_name, type(e).__name__)
-            return backends.eager(gm, example_inputs)
-        raise BackendCompilerFailed(cf.backend_name, e) from e
-    finally:
-        torch._C._set_grad_enabled(grad_mode)
-        _state.compiling = True
-
-
-def _raises_eagerly(
-    gm: torch.fx.GraphModule, example_inputs: list[Any], error: type[BaseException]
-) -> bool:
-    """Whether running `gm` eagerly on copies of its inputs raises an `error` (the RNG state is
-    restored, the inputs are untouched)."""
-    copies = [_copy(t) if isinstance(t, torch.Tensor) else t for t in example_inputs]
-    rng = torch.random.get_rng_state()
-    try:
-        gm.forward(*copies)
-    except error:
-        return True
-    except Exception:  # noqa: BLE001 - another error: the backend's failure stands
-        return False
-    finally:
-        torch.random.set_rng_state(rng)
-    return False
-
-
-def _copy(t: torch.Tensor) -> torch.Tensor:
-    """A copy with `t`'s autograd role (a leaf stays a leaf, requiring grad as `t` does) and
-    its layout in a copy of its storage: strides, offset and overlap (an expanded input
-    written in place raises eagerly only while its elements share memory)."""
-    try:
-        storage = t.untyped_storage().clone()  # type: ignore[no-untyped-call]  # torch's storage API is untyped
-        same = torch.empty(0, dtype=t.dtype, device=t.device)
-        same.set_(storage, t.storage_offset(), t.size(), t.stride())
-    except (RuntimeError, NotImplementedError, TypeError):
-        same = t.detach().clone()
-    if t.is_leaf:
-        return same.requires_grad_(t.requires_grad)
-    if not t.requires_grad:
-        return same
-    # NOTE: a non-leaf: a view of a clone of the whole storage made a leaf, so in-place
-    # writes are allowed as on `t` itself.
-    numel = same.untyped_storage().nbytes() // max(t.element_size(), 1)
-    flat = torch.empty(0, dtype=t.dtype, device=t.device)
-    flat.set_(same.untyped_storage(), 0, (numel,), (1,))
-    return flat.requires_grad_(True).clone().as_strided(t.size(), t.stride(), same.storage_offset())
-
-
-def _replay_side_effects(cg: codegen.CodeBuilder, output: OutputGraph) -> None:
-    """Emit the recorded mutations, in two phases.
-
-    Every object a mutation targets and every value it stores is loaded first (into
-    temporaries), while the state is still the one the sources describe; the mutations are
-    applied after. So replaying one mutation never changes what another reads (`A.append(B[0]);
-    B.pop(0)` appends B's old first item), whatever order they are emitted in."""
-    from capture.side_effects import DELETED
-    from capture.values import DictValue, ListValue, SetValue
-
-    effects = output.side_effects
-    apply: list[Callable[[], None]] = []
-
-    def keep(value: Value | None = None, source: Source | None = None) -> str:
-        if source is not None:
-            cg.load_source(source)
-        else:
-            assert value is not None
-            cg.reconstruct(value)
-        name = cg.new_temp()
-        cg.store_fast(name)
-        return name
-
-    def call_helper(helper: object, *temps: str) -> Callable[[], None]:
-        def emit() -> None:
-            cg.load_callable(helper)
-            for temp in temps:
-                cg.load_fast(temp)
-            cg.call_function(len(temps))
-            cg.instrs.append(codegen.Instr("POP_TOP"))
-
-        return emit
-
-    for value in effects.containers.values():
-        assert value.source is not None
-        if isinstance(value, ListValue) and not value.is_loaded:
-            target = keep(source=value.source)
-            for item in value.appended:
-                cg.reconstruct(item)
-            cg.build_tuple(len(value.appended))
-            items = cg.new_temp()
-            cg.store_fast(items)
-            apply.append(call_helper(codegen.extend_list, target, items))
-            continue
-        if isinstance(value, SetValue) and not value.is_loaded:
-            target = keep(source=value.source)
-            for _, item in value.added:
-                cg.reconstruct(item)
-            cg.build_tuple(len(value.added))
-            items = cg.new_temp()
-            cg.store_fast(items)
-            apply.append(call_helper(codegen.update_set, target, items))
-            continue
-        if isinstance(value, DictValue) and not value.is_loaded:
-            target = keep(source=value.source)
-            stored = DictValue(dict(value.stored))
-            items = keep(stored)
-            apply.append(call_helper(codegen.update_dict, target, items))
-            continue
-        helper: object
-        if isinstance(value, ListValue):
-            helper = codegen.replace_list
-        elif isinstance(value, DictValue):
-            helper = codegen.replace_dict
-        elif isinstance(value, SetValue):
-            helper = codegen.replace_set
-        else:
-            continue
-        target = keep(source=value.source)
-        source = value.source
-        value.source = None
-        try:
-            items = keep(value)
-        finally:
-            value.source = source
-        apply.append(call_helper(helper, target, items))
-
-    def store_attr(owner_tmp: str, name: str, value_tmp: str | None) -> Callable[[], None]:
-        def emit() -> None:
-            if value_tmp is None:
-                cg.load_fast(owner_tmp)
-                cg.instrs.append(codegen.Instr("DELETE_ATTR", name))
-                return
-            cg.load_fast(value_tmp)
-            cg.load_fast(owner_tmp)
-            cg.instrs.append(codegen.Instr("STORE_ATTR", name))
-
-        return emit
-
-    for owner, attrs in effects.attr_writes.values():
-        owner_tmp = keep(owner)
-        for name, attr_value in attrs.items():
-            value_tmp = None if attr_value is DELETED else keep(attr_value)
-            apply.append(store_attr(owner_tmp, name, value_tmp))
-
-    for cell, contents in effects.cell_writes.values():
-        contents_tmp = keep(contents)
-        cell_source = cell.source
-        if isinstance(cell_source, LocalSource):
-            def store_deref(tmp: str = contents_tmp, local: str = cell_source.local) -> None:
-                cg.load_fast(tmp)
-                cg.instrs.append(codegen.Instr("STORE_DEREF", codegen.FreeVar(local)))
-
-            apply.append(store_deref)
-        else:
-            assert isinstance(cell_source, guards.ClosureSource)
-            cg.load_source(cell_source.source)
-            cg.emit(versions.load_attr("__closure__"))
-            cg.load_const(cell_source.index)
-            cg.instrs.append(codegen.Instr("BINARY_SUBSCR"))
-            cell_tmp = cg.new_temp()
-            cg.store_fast(cell_tmp)
-            apply.append(store_attr(cell_tmp, "cell_contents", contents_tmp))
-
-    for f_globals, name, gvalue in effects.global_writes.values():
-        value_tmp = keep(gvalue)
-
-        def store_global(tmp: str = value_tmp, g: dict[str, object] = f_globals,
-                         key: str = name) -> None:
-            cg.load_fast(tmp)
-            if g is output.root_globals:
-                cg.instrs.append(codegen.Instr("STORE_GLOBAL", key))
-            else:
-                cg.load_object(g)
-                cg.load_const(key)
-                cg.instrs.append(codegen.Instr("STORE_SUBSCR"))
-
-        apply.append(store_global)
-
-    for emit in apply:
-        emit()
-
 
 
 def reset_all() -> None:
