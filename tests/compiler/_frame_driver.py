@@ -13,12 +13,12 @@ were traced to ATen, and whether `torch._dynamo` was imported.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import Any
 
 import torch
+from _driver_common import count_compiles, run_driver, steps_match
 from torch import nn
 
 SCALE = float(os.environ.get("FRAME_SCALE", "2.0"))
@@ -48,21 +48,9 @@ def combine(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def main(request: dict[str, Any]) -> dict[str, Any]:
     os.environ["INDUCTOR_CACHE_DIR"] = request["cache"]
-    import aotgrad.api
     import compiler
 
-    traced: list[str] = []
-
-    def counting(name: str, original: Any) -> Any:
-        def run(*args: Any, **kwargs: Any) -> Any:
-            traced.append(name)
-            return original(*args, **kwargs)
-        return run
-
-    aotgrad.api.compile_training = counting(  # type: ignore[assignment]
-        "compile_training", aotgrad.api.compile_training)
-    aotgrad.api.compile_inference = counting(  # type: ignore[assignment]
-        "compile_inference", aotgrad.api.compile_inference)
+    traced = count_compiles()
 
     torch.manual_seed(0)
     model = Net()
@@ -70,19 +58,7 @@ def main(request: dict[str, Any]) -> dict[str, Any]:
     reference.load_state_dict(model.state_dict())
     compiled = compiler.compile(model, backend=request["backend"])
     x = torch.randn(8, 16)
-    same = True
-    for _ in range(2):
-        if os.environ.get("FRAME_NOGRAD"):
-            with torch.no_grad():
-                same &= torch.allclose(compiled(x), reference(x), atol=1e-5, rtol=1e-5)
-            continue
-        out, want = compiled(x), reference(x)
-        out.pow(2).sum().backward()
-        want.pow(2).sum().backward()
-        same &= torch.allclose(out, want, atol=1e-5, rtol=1e-5)
-        for p, q in zip(model.parameters(), reference.parameters()):
-            assert p.grad is not None and q.grad is not None
-            same &= torch.allclose(p.grad, q.grad, atol=1e-4, rtol=1e-4)
+    same = steps_match(compiled, model, reference, x, bool(os.environ.get("FRAME_NOGRAD")))
     fn = compiler.compile(combine, backend=request["backend"])
     a, b = torch.randn(8, 8, requires_grad=True), torch.randn(8, 8, requires_grad=True)
     if os.environ.get("FRAME_NONLEAF"):
@@ -103,4 +79,4 @@ def main(request: dict[str, Any]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(json.loads(sys.argv[1]))))
+    run_driver(main)

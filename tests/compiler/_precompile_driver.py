@@ -14,11 +14,10 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from typing import Any
 
 import torch
+from _driver_common import count_compiles, run_driver
 from torch import nn
 
 
@@ -50,26 +49,6 @@ def step(run: Any, model: nn.Module, x: torch.Tensor, train: bool) -> list[torch
     return [out.detach()] + [p.grad for p in model.parameters() if p.grad is not None]
 
 
-def _count_compiles() -> list[str]:
-    import aotgrad.api
-    import inductor.pipeline
-
-    traced: list[str] = []
-
-    def counting(name: str, original: Any) -> Any:
-        def run(*args: Any, **kwargs: Any) -> Any:
-            traced.append(name)
-            return original(*args, **kwargs)
-        return run
-
-    aotgrad.api.compile_training = counting(  # type: ignore[assignment]
-        "compile_training", aotgrad.api.compile_training)
-    aotgrad.api.compile_inference = counting(  # type: ignore[assignment]
-        "compile_inference", aotgrad.api.compile_inference)
-    inductor.pipeline.plan = counting("plan", inductor.pipeline.plan)  # type: ignore[assignment]
-    return traced
-
-
 def _close(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
     return len(a) == len(b) and all(torch.allclose(x, y, atol=1e-5, rtol=1e-4)
                                     for x, y in zip(a, b))
@@ -89,7 +68,7 @@ def main(request: dict[str, Any]) -> dict[str, Any]:
         torch.save(step(run, model, x, train), path + ".pt")
         return {"saved": True}
     if mode == "load":
-        traced = _count_compiles()
+        traced = count_compiles(plan=True)
         run = compiler.load_precompiled(path, model)
         got = step(run, model, x, train)
         compiled_outputs = torch.load(path + ".pt")
@@ -109,7 +88,7 @@ def main(request: dict[str, Any]) -> dict[str, Any]:
             f.write(compiler.save_cache_artifacts())
         return {"saved": True}
     if mode == "artifacts-load":
-        traced = _count_compiles()
+        traced = count_compiles(plan=True)
         with open(path, "rb") as f:
             written = compiler.load_cache_artifacts(f.read())
         compiled = compiler.compile(model, backend=request["backend"])
@@ -123,4 +102,4 @@ def main(request: dict[str, Any]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(json.loads(sys.argv[1]))))
+    run_driver(main)

@@ -10,12 +10,11 @@ aotgrad's cache counters (disk hits, misses, stores, errors).
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 from typing import Any
 
 import torch
+from _driver_common import count_compiles, run_driver, steps_match
 from torch import nn
 
 
@@ -37,24 +36,10 @@ def mutate(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
 
 def main(request: dict[str, Any]) -> dict[str, Any]:
     os.environ["INDUCTOR_CACHE_DIR"] = request["cache"]
-    import aotgrad.api
     import compiler
-    import inductor.pipeline
     from aotgrad import cache
 
-    traced: list[str] = []
-
-    def counting(name: str, original: Any) -> Any:
-        def run(*args: Any, **kwargs: Any) -> Any:
-            traced.append(name)
-            return original(*args, **kwargs)
-        return run
-
-    aotgrad.api.compile_training = counting(  # type: ignore[assignment]
-        "compile_training", aotgrad.api.compile_training)
-    aotgrad.api.compile_inference = counting(  # type: ignore[assignment]
-        "compile_inference", aotgrad.api.compile_inference)
-    inductor.pipeline.plan = counting("plan", inductor.pipeline.plan)  # type: ignore[assignment]
+    traced = count_compiles(plan=True)
 
     variant = request["variant"]
     options = {"fusion": False} if variant == "options" else None
@@ -65,20 +50,7 @@ def main(request: dict[str, Any]) -> dict[str, Any]:
     reference.load_state_dict(model.state_dict())
     compiled = compiler.compile(model, backend=request["backend"], options=options)
     x = torch.randn(batch, 16)
-    same = True
-    for _ in range(2):
-        if variant == "nograd":
-            with torch.no_grad():
-                same &= torch.allclose(compiled(x), reference(x), atol=1e-5, rtol=1e-5)
-            continue
-        out = compiled(x)
-        want = reference(x)
-        out.pow(2).sum().backward()
-        want.pow(2).sum().backward()
-        same &= torch.allclose(out, want, atol=1e-5, rtol=1e-5)
-        for p, q in zip(model.parameters(), reference.parameters()):
-            assert p.grad is not None and q.grad is not None
-            same &= torch.allclose(p.grad, q.grad, atol=1e-4, rtol=1e-4)
+    same = steps_match(compiled, model, reference, x, variant == "nograd")
     fn = compiler.compile(mutate, backend=request["backend"], options=options)
     a, b = torch.randn(batch, batch), torch.randn(batch, batch)
     a2, b2 = a.clone(), b.clone()
@@ -93,4 +65,4 @@ def main(request: dict[str, Any]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(json.loads(sys.argv[1]))))
+    run_driver(main)
