@@ -5,7 +5,8 @@ attributes) call them through this module; the modules that define them (`calls`
 guarantees before any trace. So imports go one way: every module may import `dispatch`,
 `dispatch` imports no module of the interpreter.
 
-`tools/import_cycles.py packages/capture/src/capture/interp` checks that no cycle is back.
+`tools/import_cycles.py packages/capture/src/capture --fail` checks that no cycle is back, in
+the interpreter or in the whole package.
 """
 
 from __future__ import annotations
