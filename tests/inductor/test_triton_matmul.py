@@ -7,6 +7,7 @@ calls; a golden test printing the template of Linear + GELU (regenerate with
 from __future__ import annotations
 
 import importlib.util
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -331,3 +332,24 @@ def test_a_recorded_choice_is_used_and_runs(tmp_path: Any) -> None:
         torch.testing.assert_close(out, torch.relu(a @ b), atol=1e-4, rtol=1e-4)
         best.write_text(json.dumps(["aten"]))  # NOTE: not a choice of a template-only plan
         assert MatmulLauncher(k2, module, best, None).choice is None
+
+
+def test_a_template_that_fails_to_launch_falls_back_to_aten(
+        caplog: pytest.LogCaptureFixture) -> None:
+    a, b, c = randn(40, 24), randn(24, 36), randn(40, 36)
+    compiled = _compile(lambda a, b, c: torch.relu(a @ b) * c, [a, b, c], TEMPLATE)
+    (k,) = _templates(compiled)
+    assert k.matmul is not None and k.matmul.has_aten
+    launcher = load_matmul_kernels([k])[k.name]
+    assert isinstance(launcher, MatmulLauncher)
+
+    class Broken:
+        def __getitem__(self, grid: Any) -> Any:
+            raise RuntimeError("out of resources: shared memory")
+
+    launcher.fn = Broken()
+    launcher.choice = None
+    with caplog.at_level(logging.WARNING, "inductor"):
+        got = compiled(a, b, c)[0]
+    torch.testing.assert_close(got, torch.relu(a @ b) * c, atol=1e-4, rtol=1e-4)
+    assert launcher.choice == "aten" and "using ATen's call" in caplog.text

@@ -67,6 +67,7 @@ class MatmulPlan:
     configs: tuple[tuple[int, int, int, int, int], ...]
     choice: str  # "auto": timed against ATen on a GPU; "template"; "aten"
     epilogue: TritonKernel | None = None
+    has_aten: bool = True  # False: epilogue nodes without a kernel of their own (template only)
 
 
 @dataclass(frozen=True, slots=True)

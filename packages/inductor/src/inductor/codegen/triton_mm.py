@@ -262,7 +262,8 @@ class MatmulTemplateGen(TritonGen):
             _operand(mb.bias) if mb.bias is not None else None, mb.alpha, mb.beta,
             (mb.name, tuple(int(s) for s in mb.layout.size),
              tuple(int(s) for s in mb.layout.stride), 0),
-            matmul_configs(m, n, k, half, self.interpret), choice, epilogue)
+            matmul_configs(m, n, k, half, self.interpret), choice, epilogue,
+            has_aten=epilogue is not None or len(self.group.nodes) == 1)
         return TritonKernel(
             name, source.replace("KERNEL_NAME", name), tuple(names), tuple(self.checks),
             frozenset(self.scalars), str(self.device), batch * m * n, k, False, False,

@@ -111,7 +111,19 @@ class MatmulLauncher:
         assert isinstance(self.choice, tuple)
         if self.fast.call(args):
             return
-        compiled = self._template(self.choice, args)
+        try:
+            compiled = self._template(self.choice, args)
+        except Exception as e:
+            # NOTE: a configuration Triton cannot compile here (e.g. too much shared
+            # memory): ATen's call computes the same values; a kernel unsafe to re-run, or
+            # one without that alternative, raises
+            if self.kernel.inplace or not self.plan.has_aten or self.fast.compiled is not None:
+                raise
+            log.warning("matmul template %s %s failed (%s: %s); using ATen's call",
+                        self.kernel.name, self.choice, type(e).__name__, e)
+            self.choice = ATEN
+            self._aten(args)
+            return
         if not self.kernel.interpret:
             bm, bn, bk = self.choice[:3]
             self.fast.keep(compiled, self._grid(self.choice), args, (bm, bn, bk, GROUP_M))
@@ -156,7 +168,7 @@ class MatmulLauncher:
 
     def _choose(self, args: Sequence[Any]) -> Choice:
         p = self.plan
-        if p.choice == "template":
+        if p.choice == "template" or not p.has_aten:
             candidates: list[Choice] = list(p.configs)
         else:
             candidates = [ATEN, *p.configs]
