@@ -353,3 +353,31 @@ def test_a_template_that_fails_to_launch_falls_back_to_aten(
         got = compiled(a, b, c)[0]
     torch.testing.assert_close(got, torch.relu(a @ b) * c, atol=1e-4, rtol=1e-4)
     assert launcher.choice == "aten" and "using ATen's call" in caplog.text
+
+
+@pytest.mark.skipif(_COMPILER_SPEC is None or _COMPILER_SPEC.origin is None,
+                    reason="the compiler facade is not installed")
+def test_max_autotune_mode_through_the_facade(monkeypatch: pytest.MonkeyPatch) -> None:
+    import compiler
+    import inductor.targets
+
+    made: list[TritonKernel] = []
+    generate = inductor.targets.generate_matmul_template
+
+    def counted(*args: Any, **kwargs: Any) -> TritonKernel:
+        made.append(generate(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(inductor.targets, "generate_matmul_template", counted)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.SiLU(),
+                                torch.nn.Linear(48, 16)).to(DEVICE)
+    x = randn(20, 32)
+    compiler.reset()
+    # NOTE: a mode and options are exclusive (as in torch.compile): the target comes from
+    # the global option
+    compiled = compiler.compile(model, backend="inductor", mode="max-autotune")
+    with config.patch(cpu_backend="triton"), torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), atol=1e-5, rtol=1e-4)
+    assert [k.matmul.choice for k in made if k.matmul is not None] == [
+        "aten" if DEVICE == "cpu" else "auto"] * 2
