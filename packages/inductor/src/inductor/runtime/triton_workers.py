@@ -5,20 +5,19 @@ finds each binary in Triton's on-disk cache and a cold compile takes about as lo
 slowest kernel instead of the sum.
 
 A kernel warmed once has a `<name>.warm` marker beside its module: later processes (warm
-starts) do not start workers for it. Only a GPU compiles anything: the interpreter's kernels, and options with fewer than two
-`triton_compile_workers`, take the serial path (each kernel compiled by the JIT at its
-first call, as before). Workers are started with `spawn` (a forked CUDA context is
-unusable) once per process and kept. A worker that fails only costs the time it took: its
-kernel is compiled at its first call as without workers (logged).
+starts) do not start workers for it. Only a GPU compiles anything: the interpreter's
+kernels, and options with fewer than two `triton_compile_workers`, take the serial path
+(each kernel compiled by the JIT at its first call, as before). Workers are started with
+`spawn` (a forked CUDA context is unusable) for one graph's jobs and stopped after them (a
+kept pool would hold a CUDA context per worker). A worker that fails only costs the time it
+took: its kernel is compiled at its first call as without workers (logged).
 """
 
 from __future__ import annotations
 
-import atexit
 import importlib.util
 import logging
 import multiprocessing
-import threading
 from collections.abc import Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
@@ -61,32 +60,10 @@ def warm(job: WarmJob) -> str | None:
     return None
 
 
-_lock = threading.Lock()
-_pool: Executor | None = None
-_pool_size = 0
-
-
 def _executor(workers: int) -> Executor:
-    global _pool, _pool_size
-    with _lock:
-        if _pool is None or _pool_size != workers:
-            if _pool is not None:
-                _pool.shutdown(wait=False, cancel_futures=True)
-            _pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
-            _pool_size = workers
-        return _pool
-
-
-def shutdown_workers() -> None:
-    """Stop the worker processes (started again on the next parallel compile)."""
-    global _pool
-    with _lock:
-        if _pool is not None:
-            _pool.shutdown(wait=True, cancel_futures=True)
-            _pool = None
-
-
-atexit.register(shutdown_workers)
+    # NOTE: spawned (a forked CUDA context is unusable) and shut down after each graph's
+    # jobs: a kept pool would hold a CUDA context per worker on the device
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
 
 
 def compile_in_workers(jobs: Sequence[WarmJob], interpret: bool) -> bool:
@@ -97,11 +74,11 @@ def compile_in_workers(jobs: Sequence[WarmJob], interpret: bool) -> bool:
     if interpret or workers < 2:
         return False
     try:
-        results: list[Any] = list(_executor(workers).map(warm, jobs))
+        with _executor(workers) as pool:
+            results: list[Any] = list(pool.map(warm, jobs))
     except Exception as e:  # noqa: BLE001 - a broken pool: compile serially, logged
         log.info("triton compile workers failed (%s: %s); compiling serially",
                  type(e).__name__, e)
-        shutdown_workers()
         return False
     for job, error in zip(jobs, results):
         if error is not None:
