@@ -49,8 +49,12 @@ def test_interpreter_takes_the_serial_path_with_identical_results(
     assert all(launcher.warm_jobs() == [] for launcher in launchers.values())
 
 
-def test_fewer_than_two_workers_or_jobs_is_serial() -> None:
-    job = WarmJob("/nonexistent/kernel.py", "k", (), ())
+def test_fewer_than_two_workers_or_jobs_or_four_compiles_is_serial() -> None:
+    one = (((1,), (("XBLOCK", 128),)),)
+    with config.patch(triton_compile_workers=4):
+        assert not compile_in_workers([WarmJob("/nonexistent/k.py", "k", (), one)] * 3,
+                                      interpret=False)
+    job = WarmJob("/nonexistent/kernel.py", "k", (), one * 4)
     with config.patch(triton_compile_workers=1):
         assert not compile_in_workers([job, job], interpret=False)
     with config.patch(triton_compile_workers=4):
@@ -61,7 +65,8 @@ def test_fewer_than_two_workers_or_jobs_is_serial() -> None:
 def test_a_failing_job_is_reported_not_raised(caplog: pytest.LogCaptureFixture) -> None:
     assert warm(WarmJob("/nonexistent/kernel.py", "k", (), ())) is not None
     jobs = [WarmJob(f"/nonexistent/kernel{i}.py", f"k{i}", ("float32",),
-                    (((1,), (("XBLOCK", 128),)),)) for i in range(2)]
+                    (((1,), (("XBLOCK", 128),)), ((1,), (("XBLOCK", 256),))))
+            for i in range(2)]
     with config.patch(triton_compile_workers=2), caplog.at_level(logging.INFO, "inductor"):
         assert compile_in_workers(jobs, interpret=False)
     assert "k0 not compiled in a worker" in caplog.text

@@ -28,6 +28,8 @@ from inductor import config
 
 log = logging.getLogger("inductor")
 
+MIN_COMPILES = 4  # NOTE: fewer compiles than this do not pay for starting the workers
+
 
 @dataclass(frozen=True, slots=True)
 class WarmJob:
@@ -68,10 +70,11 @@ def _executor(workers: int) -> Executor:
 
 def compile_in_workers(jobs: Sequence[WarmJob], interpret: bool) -> bool:
     """Compile `jobs` in parallel worker processes; False when this takes the serial path
-    (the interpreter, fewer than two workers or jobs, or the pool failed: each kernel is
-    then compiled at its first call)."""
+    (the interpreter, fewer than two workers or jobs, fewer than `MIN_COMPILES` kernel
+    configurations, or the pool failed: each kernel is then compiled at its first call)."""
     workers = min(config.options.triton_compile_workers, len(jobs))
-    if interpret or workers < 2:
+    compiles = sum(len(job.launches) for job in jobs)
+    if interpret or workers < 2 or compiles < MIN_COMPILES:
         return False
     try:
         with _executor(workers) as pool:
