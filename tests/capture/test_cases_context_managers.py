@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import capture
 import pytest
 import torch
 from _differential import case, check, t
@@ -93,7 +94,50 @@ def ctx_nested_with_and_loop(x):
     return torch.stack(out)
 
 
+def ctx_record_function_block(x):
+    with torch.autograd.profiler.record_function("my_block") as rf:
+        y = x * 2
+    return y + 1, rf is not None
+
+
+def ctx_profiler_record_function_nested_no_grad(x):
+    with torch.profiler.record_function("outer"), torch.no_grad():
+        y = x.sin()
+    return y * x
+
+
+def ctx_record_function_decorator(x):
+    @torch.autograd.profiler.record_function("helper")
+    def helper(v):
+        return v.cos()
+
+    return helper(x) + x
+
+
+def ctx_typing_cast(x):
+    import typing
+
+    y = typing.cast(torch.Tensor, x * 2)
+    z = typing.assert_type(y, torch.Tensor)
+    if typing.TYPE_CHECKING:
+        z = z * 100
+    return typing.cast("torch.Tensor", z) + 1
+
+
+def ctx_record_function_graph_break_inside(x):
+    with torch.autograd.profiler.record_function("broken"):
+        y = x * 2
+        capture.graph_break()
+        z = y + 1
+    return z * 3
+
+
 CASES = [
+    case(ctx_record_function_block, t(4)),
+    case(ctx_profiler_record_function_nested_no_grad, t(4, requires_grad=True), grad=True),
+    case(ctx_record_function_decorator, t(4)),
+    case(ctx_typing_cast, t(4)),
+    case(ctx_record_function_graph_break_inside, t(4), graphs=2, fullgraph=False),
     case(ctx_no_grad, t(4, requires_grad=True), grad=True),
     case(ctx_no_grad_whole_body, t(4, requires_grad=True)),
     case(ctx_enable_grad_inside_no_grad, t(4, requires_grad=True), grad=True),

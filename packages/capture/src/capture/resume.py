@@ -129,7 +129,7 @@ def _grad_exit_mode(tx: Translator, value: Value) -> bool | None:
         return None
     assert isinstance(value, MethodValue) and isinstance(value.self_value, ContextValue)
     ctx = value.self_value
-    if ctx.kind == "autocast":
+    if ctx.kind in ("autocast", "null"):
         return None
     if ctx.kind != "grad" or not isinstance(value.func, ConstantValue):
         raise Unsupported(GraphBreakKind.UNSUPPORTED_OBJECT,
@@ -144,6 +144,15 @@ def _is_context_exit(value: Value) -> bool:
     return (isinstance(value, MethodValue) and isinstance(value.self_value, ContextValue)
             and isinstance(value.func, ConstantValue)
             and value.func.value is context_specials.context_exit)
+
+
+def null_exit(*exc: object) -> None:
+    """The `__exit__` of a no-op `with` block (`record_function`) open at a graph break."""
+
+
+def _is_null_exit(value: Value) -> bool:
+    return (_is_context_exit(value) and isinstance(value, MethodValue)
+            and isinstance(value.self_value, ContextValue) and value.self_value.kind == "null")
 
 
 def _autocast_block(value: Value) -> ContextValue | None:
@@ -279,6 +288,9 @@ def emit_break(
             stack_temps.append(exit_temps[slot])
         elif slot in autocasts:
             stack_temps.append(autocast_temps[slot])
+        elif _is_null_exit(value):
+            # NOTE: the exit of an open no-op block (`record_function`): a real no-op.
+            stack_temps.append(_keep(cg, ConstantValue(null_exit)))
         elif slot in handled:
             stack_temps.append(_keep(cg, ConstantValue(None)))
         elif (exc_temp := handled_value(value)) is not None:

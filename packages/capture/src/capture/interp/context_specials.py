@@ -65,6 +65,14 @@ def _raw_set_grad(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -
     return NONE
 
 
+@special(torch.autograd.profiler.record_function)
+def _record_function(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    # NOTE: a profiler range label: a no-op in the graph, as torch.compile makes it (the
+    # compiled graph does not open the range when a profiler runs). Used as a `with`
+    # block or a decorator; nothing it takes is read.
+    return ContextValue("null", ("record_function",))
+
+
 @special(torch.is_grad_enabled)
 def _is_grad_enabled(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     return ConstantValue(torch.is_grad_enabled())

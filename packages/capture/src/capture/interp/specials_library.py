@@ -9,6 +9,7 @@ import inspect
 import itertools
 import operator
 import types
+import typing
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,23 @@ from capture.values import (
 
 if TYPE_CHECKING:
     from capture.interp.translator import Translator
+
+
+@special(typing.cast)
+def _typing_cast(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    # NOTE: `typing.cast(T, v)` returns `v` unchanged at run time.
+    value = args[1] if len(args) > 1 else kwargs.get("val")
+    if value is None:
+        raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, "typing.cast without a value")
+    return value
+
+
+@special(typing.assert_type)
+def _typing_assert_type(tx: Translator, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    # NOTE: `typing.assert_type(v, T)` returns `v` unchanged at run time.
+    if len(args) != 2 or kwargs:
+        raise unsupported(GraphBreakKind.UNSUPPORTED_CALL, "typing.assert_type arguments")
+    return args[0]
 
 
 @special(tuple.__new__)
