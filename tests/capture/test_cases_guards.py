@@ -5,6 +5,7 @@ hits the cache, and past `cache_size_limit` the code runs eagerly after one warn
 from __future__ import annotations
 
 import logging
+import os
 import re
 import warnings
 
@@ -369,3 +370,30 @@ def test_nothing_injected_into_user_globals():
     for n in (4, 4, 8):
         compiled(t(n), [])
     assert set(module.__dict__) == before, set(module.__dict__) - before
+
+
+def reads_environment(x):
+    scale = float(os.environ.get("CAPTURE_TEST_ENV_SCALE", "1"))
+    return x * scale + ("CAPTURE_TEST_ENV_FLAG" in os.environ)
+
+
+def test_environment_reads_are_guarded_not_graph_breaks(monkeypatch):
+    """`os.environ.get`, `in os.environ` of set and unset variables trace into the graph
+    (fullgraph): each read is guarded, so setting, changing or removing a variable
+    recompiles and a call with the same environment hits the cache."""
+    monkeypatch.delenv("CAPTURE_TEST_ENV_SCALE", raising=False)
+    monkeypatch.delenv("CAPTURE_TEST_ENV_FLAG", raising=False)
+    compiled, backend = _compile(reads_environment)
+    x = torch.arange(3.0)
+    counts = []
+    for edit in (None, None, ("CAPTURE_TEST_ENV_SCALE", "3"), None,
+                 ("CAPTURE_TEST_ENV_FLAG", "1"), ("CAPTURE_TEST_ENV_SCALE", None)):
+        if edit is not None:
+            name, value = edit
+            if value is None:
+                monkeypatch.delenv(name)
+            else:
+                monkeypatch.setenv(name, value)
+        assert_same(compiled(x), reads_environment(x), f"environment {dict(os.environ)}")
+        counts.append(backend.frame_count)
+    assert counts == [1, 1, 2, 2, 3, 4]

@@ -337,6 +337,42 @@ def environment_variable_read() -> Probe:
                  cleanup=lambda: os.environ.pop("H11_PROBE_SCALE", None))
 
 
+def _unset(names: tuple[str, ...]) -> None:
+    for name in names:
+        os.environ.pop(name, None)
+
+
+@probe
+def environment_variables_set_changed_removed() -> Probe:
+    # NOTE: transformers' SDPA attention reads os.environ.get(...) of an unset variable on
+    # every call; the read is guarded (value, or absence), never a reason to run eagerly
+    names = ("H11_ENV_A", "H11_ENV_B", "H11_ENV_C")
+    _unset(names)
+
+    def f(x):
+        s = float(os.environ.get("H11_ENV_A", "1"))
+        if "H11_ENV_B" in os.environ:
+            s += 10
+        v = os.getenv("H11_ENV_C")
+        return x * (s if v is None else s + float(v))
+
+    def change(*edits: tuple[str, str | None]) -> Callable[[Any], Any]:
+        def step(fn):
+            for name, value in edits:
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+            return fn(T(3))
+        return step
+
+    return Probe(f, [lambda fn: fn(T(3)), change(("H11_ENV_A", "3")), lambda fn: fn(T(3)),
+                     change(("H11_ENV_B", "")), change(("H11_ENV_A", "5"), ("H11_ENV_B", None)),
+                     change(("H11_ENV_C", "0.5")), change(("H11_ENV_A", None)),
+                     change(("H11_ENV_C", None))],
+                 cleanup=functools.partial(_unset, names))
+
+
 @probe
 def python_random_module() -> Probe:
     def f(x):

@@ -1,5 +1,5 @@
-"""GPT-2, BERT and T5 from `transformers` (2 layers, small sizes, random weights from a config;
-no downloads), called with their default arguments (GPT-2 and T5 build and return their
+"""GPT-2, BERT, T5 and Llama from `transformers` (2 layers, small sizes, random weights from a
+config; no downloads), called with their default arguments (GPT-2 and T5 build and return their
 key/value cache): inference and training steps compile with fullgraph=True and the eager
 backend into exactly one graph, with outputs (cache tensors included) and gradients equal to
 eager, and capture at least 90% of the ops torch.compile captures, in no more graphs."""
@@ -121,6 +121,28 @@ def test_t5_training_step(via):
     check_training_step(_t5(), {"input_ids": _ids(), "labels": labels}, _loss, via)
 
 
+def _llama() -> torch.nn.Module:
+    # NOTE: grouped-query attention (4 query heads, 2 key/value heads): transformers' SDPA path
+    # reads os.environ["TRANSFORMERS_SDPA_FORCE_GQA"] on every call (unset: a guarded KeyError)
+    config = transformers.LlamaConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, vocab_size=VOCAB, max_position_embeddings=32,
+    )
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config)
+
+
+@pytest.mark.parametrize("via", VIA)
+def test_llama_inference(via):
+    check_inference(_llama(), {"input_ids": _ids(), "attention_mask": _mask()}, via)
+
+
+@pytest.mark.parametrize("via", VIA)
+def test_llama_training_step(via):
+    ids = _ids()
+    check_training_step(_llama(), {"input_ids": ids, "labels": ids}, _loss, via)
+
+
 def _ops(gm: torch.fx.GraphModule) -> int:
     return sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
 
@@ -131,6 +153,8 @@ MODELS = {
              lambda: {"input_ids": _ids(), "attention_mask": _mask(), "labels": _ids()}),
     "t5": (_t5, lambda: {"input_ids": _ids(), "decoder_input_ids": _decoder_ids()},
            lambda: {"input_ids": _ids(), "labels": _decoder_ids()}),
+    "llama": (_llama, lambda: {"input_ids": _ids()},
+              lambda: {"input_ids": _ids(), "labels": _ids()}),
 }
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
-from guards.sources import AttrSource, SubmoduleSource
+from guards.sources import AttrSource, ConstSource, ItemSource, Source, SubmoduleSource
 
 from capture import torch_ops
 from capture.graph_break import HINT_DATA_DEPENDENT, GraphBreakKind, RaisedInTrace, unsupported
@@ -480,6 +480,9 @@ def get_item(tx: Translator, container: Value, key: Value) -> Value:
     if isinstance(container, ModuleValue):
         return _module_item(tx, container, key)
     if isinstance(container, ObjectValue):
+        if _is_environ(container.obj):
+            source = container.source or ConstSource.of(container.obj)
+            return _environ_item(tx, container.obj, source, key)
         getitem = class_method(tx, container.cls, "__getitem__")
         if getitem is not None and hasattr(getitem, "__code__"):
             return dispatch.call_value(tx, ConstantValue(getitem), [container, key], {})
@@ -487,8 +490,6 @@ def get_item(tx: Translator, container: Value, key: Value) -> Value:
             return get_item(tx, container.dict_items, key)
         ok, index = python_constant(key)
         if container.obj is not None and ok:
-            from guards.sources import ItemSource
-
             try:
                 item = container.obj[index]  # type: ignore[index]  # any subscriptable
             except Exception as e:  # noqa: BLE001
@@ -500,6 +501,29 @@ def get_item(tx: Translator, container: Value, key: Value) -> Value:
     raise unsupported(
         GraphBreakKind.UNSUPPORTED_OBJECT, f"indexing {container.describe()} with {key.describe()}"
     )
+
+
+def _is_environ(obj: object) -> bool:
+    cls = type(obj)
+    return cls.__module__ == "os" and cls.__name__ == "_Environ"
+
+
+def _environ_item(tx: Translator, environ: Any, source: Source, key: Value) -> Value:
+    """`os.environ[key]` (and so `.get`, `in`, `os.getenv`, which reach it): the variable's
+    value as a constant, guarded (a variable set, changed or removed later recompiles), or
+    KeyError when it is not set, guarded to stay unset."""
+    from capture.output_graph import GuardKind
+
+    ok, name = python_constant(key)
+    if not ok or not isinstance(name, str):
+        raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT,
+                          "reading os.environ with a non-constant or non-string key")
+    value = environ.get(name)
+    if value is None:
+        tx.output.add_guard(source, GuardKind.KEY_ABSENT, name)
+        raise RaisedInTrace(KeyError(name))
+    tx.output.add_guard(ItemSource(source, name), GuardKind.CONST_EQ, value)
+    return ConstantValue(value)
 
 
 def guard_module_entries(tx: Translator, mv: ModuleValue) -> None:
