@@ -81,6 +81,8 @@ class OutputGraph:
         # Graph inputs in placeholder order: tensors, and ints that are symbols.
         self.inputs: list[tuple[Source, object, TensorValue | SymNodeValue]] = []
         self.input_by_id: dict[int, TensorValue] = {}
+        # NOTE: id of an input's value -> the real tensor (for `p.grad`, `state[p]`).
+        self.real_by_value: dict[int, torch.Tensor] = {}
         self.guards: dict[tuple[object, ...], GuardRecord] = {}
         self.side_effects = SideEffects()
         # Values already built for real objects (by id), so aliasing is preserved.
@@ -139,6 +141,7 @@ class OutputGraph:
         value = TensorValue(node, fake, source, type(tensor))
         self.inputs.append((source, tensor, value))
         self.input_by_id[id(tensor)] = value
+        self.real_by_value[id(value)] = tensor
         self.keepalive.append(tensor)
         return value
 

@@ -30,6 +30,7 @@ _INLINE_TORCH_PREFIXES = (
     "torch.amp.autocast_mode",
     "torch.utils._pytree",
     "torch._jit_internal",
+    "torch.optim.",  # optimizer steps: state dicts, param groups, in-place updates
 )
 # Modules whose functions must never be traced into (they touch interpreter state).
 _SKIP_PREFIXES = ("threading", "logging", "warnings", "inspect", "importlib", "abc", "typing")

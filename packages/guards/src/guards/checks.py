@@ -134,12 +134,32 @@ class LengthMatch(Check):
 
 @dataclass(frozen=True, slots=True)
 class DictKeysMatch(Check):
-    """`tuple(value.keys()) == keys`: the same keys in the same order."""
+    """`tuple(value.keys()) == keys`: the same keys in the same order. Keys that are not
+    constants (the tensors keying an optimizer's `state`) match by identity."""
 
     keys: tuple[Any, ...]
 
+    @property
+    def by_identity(self) -> bool:
+        """Whether some key is an object matched by identity, not a constant."""
+        return not all(is_guardable_constant(key) for key in self.keys)
+
     def describe(self, subject: str) -> str:
+        if self.by_identity:
+            return f"keys of {subject} are the {len(self.keys)} expected objects, in order"
         return f"tuple({subject}.keys()) == {self.keys!r}"
+
+
+def dict_keys_match(value: Any, keys: tuple[Any, ...]) -> bool:
+    """`DictKeysMatch` with object keys: the same length, each key the expected object (or,
+    for a constant key, an equal constant); never calls a tensor's `==`."""
+    if len(value) != len(keys):
+        return False
+    for got, expected in zip(value, keys, strict=True):
+        if got is not expected and not (is_guardable_constant(expected)
+                                        and constant_matches(got, expected)):
+            return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)

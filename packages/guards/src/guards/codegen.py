@@ -37,6 +37,7 @@ from guards.checks import (
     SymbolBind,
     TensorMatch,
     TypeMatch,
+    dict_keys_match,
 )
 from guards.dispatch_keys import keyset_equals
 from guards.native.plan import NativeBatch
@@ -247,6 +248,10 @@ def _length(check: LengthMatch, var: str, out: Emitter) -> None:
 
 @_emits(DictKeysMatch)
 def _dict_keys(check: DictKeysMatch, var: str, out: Emitter) -> None:
+    if check.by_identity:
+        out.require(f"{out.const(dict_keys_match, 'dict_keys_match')}({var}, "
+                    f"{out.const(check.keys, 'keys')})")
+        return
     out.require(f"tuple({var}.keys()) == {out.const(check.keys, 'keys')}")
 
 

@@ -30,6 +30,7 @@ from guards.checks import (
     _short_repr,
     _type_name,
     constant_matches,
+    dict_keys_match,
 )
 from guards.dispatch_keys import keys_match
 from guards.state import current_backend
@@ -90,6 +91,10 @@ def _length(check: LengthMatch, value: object, subject: str, env: dict[str, Any]
 @_explains(DictKeysMatch)
 def _dict_keys(check: DictKeysMatch, value: object, subject: str,
                env: dict[str, Any]) -> str | None:
+    if check.by_identity:
+        if dict_keys_match(value, check.keys):
+            return None
+        return f"{subject} keys are not the {len(check.keys)} objects it had (identity)"
     got = tuple(value.keys())  # type: ignore[attr-defined]
     if got == check.keys:
         return None

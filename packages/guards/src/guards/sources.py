@@ -8,6 +8,7 @@ how it renders for messages, how it fetches a value, and the Python expression t
 
 from __future__ import annotations
 
+import enum
 import keyword
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,8 +19,11 @@ ItemKey = object
 
 
 def _key_literal(key: object) -> str:
-    """The key as user code would spell it, for messages."""
-    return repr(key)
+    """The key as user code would spell it, for messages (an object key, such as the
+    parameter keying an optimizer's `state`, by its type and id: its repr may be huge)."""
+    if _is_literal_key(key) or type(key) in (float, complex) or isinstance(key, enum.Enum):
+        return repr(key)
+    return f"<{type(key).__name__} at {id(key):#x}>"
 
 
 def _is_literal_key(key: object) -> bool:

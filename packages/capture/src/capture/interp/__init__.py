@@ -12,7 +12,8 @@ Imports go one way, bottom to top (`tools/import_cycles.py` checks that no cycle
 - special callables registered with `builtins_table.special`: `specials_containers`
   (container methods), `specials_library` (library helpers), `copying` (copy/deepcopy),
   `autograd_specials` (autograd.Function, checkpoint), `context_specials` (grad mode,
-  autocast and user context managers; contexts a graph break re-enters), `generators`;
+  autocast and user context managers; contexts a graph break re-enters), `generators`,
+  `foreach_specials` (foreach addcdiv/addcmul given a tensor of scalars);
 - the opcode handlers, one module per kind of instruction: `handlers_calls` (CALL and
   friends), `handlers_containers` (BUILD_*, unpacking), `handlers_control` (jumps, loops,
   `with`), `handlers_exceptions`, `handlers_load_store`, `handlers_ops`.
@@ -37,6 +38,7 @@ def load_handlers() -> None:
         calls,
         context_specials,
         copying,
+        foreach_specials,
         handlers_calls,
         handlers_containers,
         handlers_control,

@@ -698,6 +698,7 @@ for _fn in (torch.jit.is_scripting, torch.jit.is_tracing, torch._C._get_tracing_
 # True; capture is a compiler, so it answers True while tracing.
 special(torch.compiler.is_compiling)(_returns(True))
 special(torch.compiler.is_dynamo_compiling)(_returns(True))
+special(torch._utils.is_compiling)(_returns(True))
 special(torch.compiler.is_exporting)(_returns(False))
 
 

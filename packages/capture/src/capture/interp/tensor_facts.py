@@ -19,6 +19,7 @@ from capture.graph_break import GraphBreakKind, unsupported
 from capture.interp.builtins_table import special
 from capture.output_graph import GuardKind
 from capture.values import ConstantValue, TensorValue, Value
+from capture.values.wrap import wrap
 
 if TYPE_CHECKING:
     from capture.interp.translator import Translator
@@ -52,11 +53,26 @@ def tensor_fact_attribute(tx: Translator, value: TensorValue, name: str) -> Valu
         return ConstantValue(_is_leaf(tx, value))
     if name == "grad_fn":
         return ConstantValue(None if _is_leaf(tx, value) else GRAD_FN)
+    if name == "grad":
+        return _input_grad(tx, value)
     if name in _UNTRACEABLE_ATTRS:
         raise unsupported(
             GraphBreakKind.UNSUPPORTED_OBJECT, f"reading tensor.{name} inside a compiled function"
         )
     return None
+
+
+def _input_grad(tx: Translator, value: TensorValue) -> Value | None:
+    """`p.grad` of an input tensor (a parameter an optimizer steps): the real `.grad` as an
+    input of its own at `p.grad` (guarded: a tensor's metadata, or None). Storing `.grad`
+    while tracing breaks the graph, so the real attribute is what the program reads. None
+    (refused by the caller) for a tensor made in the graph."""
+    if value.source is None:
+        return None
+    real = tx.output.real_by_value.get(id(value))
+    if real is None:
+        return None
+    return wrap(tx.output, real.grad, AttrSource(value.source, "grad"))
 
 
 def _is_leaf(tx: Translator, value: TensorValue) -> bool:

@@ -7,6 +7,7 @@ in `SideEffects` and replayed after the graph runs.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -267,14 +268,21 @@ class DictValue(Value):
             return
         if cg.load_rebuilt(self):
             return
+        factory = issubclass(self.cls, collections.defaultdict)
         if self.cls is not dict:
             cg.load_callable(self.cls)
+        if factory:
+            # NOTE: `defaultdict(default_factory, items)`.
+            if self.default_factory is None:
+                cg.load_const(None)
+            else:
+                cg.reconstruct(self.default_factory)
         for key, value in self.items.values():
             cg.reconstruct(key)
             cg.reconstruct(value)
         cg.build_map(len(self.items))
         if self.cls is not dict:
-            cg.call_function(1)
+            cg.call_function(2 if factory else 1)
         cg.remember_rebuilt(self)
 
     def describe(self) -> str:

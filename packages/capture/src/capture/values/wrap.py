@@ -17,6 +17,7 @@ import torch
 from guards.sources import (
     AttrSource,
     BufferSource,
+    ConstSource,
     ItemSource,
     LocalSource,
     ParamSource,
@@ -154,7 +155,19 @@ def wrap(output: OutputGraph, obj: object, source: Source | None) -> Value:
             wrap(output, x, ItemSource(source, i) if source else None) for i, x in enumerate(obj)
         ]
         return TupleValue(items, source, cls)
-    if cls in (dict, collections.OrderedDict) and all(_is_key(k) for k in obj):  # type: ignore[attr-defined]
+    if (cls is collections.defaultdict and source is not None
+            and all(_is_key(k) or isinstance(k, torch.Tensor) for k in obj)):  # type: ignore[attr-defined]
+        # NOTE: an optimizer's `state`: keyed by its parameters (matched by identity).
+        assert isinstance(obj, collections.defaultdict)
+        output.add_guard(source, GuardKind.TYPE_MATCH, cls)
+        output.add_guard(AttrSource(source, "default_factory"), GuardKind.ID_MATCH,
+                         obj.default_factory)
+        loader = functools.partial(_dict_items, output, obj, source)
+        lazy = DictValue.lazy(obj, source, cls, loader)
+        lazy.default_factory = ConstantValue(obj.default_factory)
+        return _remember(output, obj, lazy)
+    if cls in (dict, collections.OrderedDict) and all(
+            _is_key(k) or (source is not None and isinstance(k, torch.Tensor)) for k in obj):  # type: ignore[attr-defined]
         assert isinstance(obj, dict)
         if source is not None:
             # Keys and items are guarded when the program reads them (`_dict_items`).
@@ -209,7 +222,17 @@ def _dict_items(
     output: OutputGraph, obj: dict[object, object], source: Source
 ) -> dict[object, tuple[Value, Value]]:
     output.add_guard(source, GuardKind.DICT_KEYS, tuple(obj))
-    return {k: (ConstantValue(k), wrap(output, v, ItemSource(source, k))) for k, v in obj.items()}
+    return {k: (_key_value(output, k), wrap(output, v, ItemSource(source, k)))
+            for k, v in obj.items()}
+
+
+def _key_value(output: OutputGraph, key: object) -> Value:
+    """The value of a dict key: a constant, or a tensor key (a parameter keying an
+    optimizer's `state`) as the input it is; the dict's keys guard fixes it by identity, so
+    it is read from the object itself, never through the dict."""
+    if isinstance(key, torch.Tensor):
+        return wrap(output, key, ConstSource.of(key, f"{type(key).__name__} key"))
+    return ConstantValue(key)
 
 
 def is_stable_kind(obj: object) -> bool:
