@@ -130,8 +130,11 @@ def _get_attr(tx: Translator, value: Value, name: str) -> Value:
             source = AttrSource(base, name) if base is not None else None
             if isinstance(result, (torch.Tensor, list, dict)) or is_stable_kind(result):
                 return wrap(output, result, source)
-            if not is_library_module(obj.__name__):
-                return wrap(output, result, source)  # `helpers.cfg`: read through its source
+            if not is_library_module(obj.__name__) or (
+                    obj.__name__ == "os" and name == "environ"):
+                # NOTE: `helpers.cfg`, `os.environ` (its reads are guarded): read through its
+                # source
+                return wrap(output, result, source)
             if source is not None:
                 output.add_guard(source, GuardKind.ID_MATCH, result)
             return wrap(output, result, None)

@@ -7,6 +7,7 @@ Tensors go to the graph (`torch_ops`), constants fold, containers follow Python'
 from __future__ import annotations
 
 import operator
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,6 @@ from capture import torch_ops
 from capture.graph_break import HINT_DATA_DEPENDENT, GraphBreakKind, RaisedInTrace, unsupported
 from capture.interp import dispatch
 from capture.interp.lookup_guards import class_method
-from capture.interp.object_keys import input_key
 from capture.values import (
     ConstantValue,
     DictValue,
@@ -372,8 +372,6 @@ def contains(tx: Translator, item: Value, container: Value) -> bool:
     if isinstance(container, DictValue):
         ok, key = python_constant(item)
         if not ok:
-            ok, key = input_key(tx, item)  # NOTE: `p in optimizer.state`
-        if not ok:
             raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, "non-constant dict key")
         return key in container.items
     if isinstance(container, SetValue):
@@ -460,8 +458,6 @@ def get_item(tx: Translator, container: Value, key: Value) -> Value:
             raise RaisedInTrace(e) from None
     if isinstance(container, DictValue):
         ok, k = python_constant(key)
-        if not ok:
-            ok, k = input_key(tx, key)  # NOTE: `optimizer.state[p]`
         stored = container.stored_item(k) if ok else None
         if stored is not None:
             return stored  # `d[k]` right after `d[k] = v`: no keys read
@@ -486,8 +482,7 @@ def get_item(tx: Translator, container: Value, key: Value) -> Value:
         return _module_item(tx, container, key)
     if isinstance(container, ObjectValue):
         if _is_environ(container.obj):
-            source = container.source or ConstSource.of(container.obj)
-            return _environ_item(tx, container.obj, source, key)
+            return _environ_item(tx, container.obj, container.source, key)
         getitem = class_method(tx, container.cls, "__getitem__")
         if getitem is not None and hasattr(getitem, "__code__"):
             return dispatch.call_value(tx, ConstantValue(getitem), [container, key], {})
@@ -513,11 +508,18 @@ def _is_environ(obj: object) -> bool:
     return cls.__module__ == "os" and cls.__name__ == "_Environ"
 
 
-def _environ_item(tx: Translator, environ: Any, source: Source, key: Value) -> Value:
+def _environ_item(tx: Translator, environ: Any, source: Source | None, key: Value) -> Value:
     """`os.environ[key]` (and so `.get`, `in`, `os.getenv`, which reach it): the variable's
     value as a constant, guarded (a variable set, changed or removed later recompiles), or
     KeyError when it is not set, guarded to stay unset."""
     from capture.output_graph import GuardKind
+
+    if source is None:
+        # NOTE: `os.environ` reached through the `os` module (a root another process finds
+        # again by name: the frame cache keeps such guards)
+        os_module = sys.modules.get("os")
+        source = (AttrSource(ConstSource.of(os_module), "environ")
+                  if getattr(os_module, "environ", None) is environ else ConstSource.of(environ))
 
     ok, name = python_constant(key)
     if not ok or not isinstance(name, str):
@@ -612,8 +614,6 @@ def set_item(tx: Translator, container: Value, key: Value, value: Value) -> None
         return
     if isinstance(container, DictValue):
         ok, k = python_constant(key)
-        if not ok:
-            ok, k = input_key(tx, key)  # NOTE: `optimizer.state[p] = ...`
         if not ok:
             raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, "non-constant dict key")
         tx.output.side_effects.mutate_container(container)
