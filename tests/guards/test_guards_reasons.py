@@ -184,3 +184,20 @@ def test_global_state_and_backend() -> None:
         _passes(by_backend, {})
     with backend_scope(other):
         assert _reason(by_backend, {}).startswith("backend changed: expected <function")
+
+
+def test_dict_keys_of_tensors_match_by_identity() -> None:
+    """An optimizer's `state` is keyed by its parameters: the keys guard compares them by
+    identity (an equal-valued one-element tensor is another key; a tensor's == is never
+    called, which would raise for larger tensors)."""
+    a, b = torch.zeros(1), torch.ones(3)
+    state: dict[object, object] = {a: 1, "k": 2, b: 3}
+    guard = _one(X, DictKeysMatch((a, "k", b)))
+    _passes(guard, {"x": state})
+    _passes(guard, {"x": {a: 0, "k": 0, b: 0}})
+    same_value = torch.zeros(1)
+    assert "keys are not the 3 objects" in _reason(guard, {"x": {same_value: 1, "k": 2, b: 3}})
+    assert "keys are not the 3 objects" in _reason(guard, {"x": {b: 3, "k": 2, a: 1}})
+    assert "keys are not the 3 objects" in _reason(guard, {"x": {a: 1, "k": 2}})
+    assert "keys are not the 3 objects" in _reason(guard, {"x": {a: 1, "j": 2, b: 3}})
+    assert str(ItemSource(X, a)).startswith("L['x'][<Tensor at 0x")
