@@ -18,6 +18,7 @@ from capture import torch_ops
 from capture.graph_break import HINT_DATA_DEPENDENT, GraphBreakKind, RaisedInTrace, unsupported
 from capture.interp import dispatch
 from capture.interp.lookup_guards import class_method
+from capture.interp.object_keys import input_key
 from capture.values import (
     ConstantValue,
     DictValue,
@@ -372,6 +373,8 @@ def contains(tx: Translator, item: Value, container: Value) -> bool:
     if isinstance(container, DictValue):
         ok, key = python_constant(item)
         if not ok:
+            ok, key = input_key(tx, item)  # NOTE: `p in optimizer.state`
+        if not ok:
             raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, "non-constant dict key")
         return key in container.items
     if isinstance(container, SetValue):
@@ -458,6 +461,8 @@ def get_item(tx: Translator, container: Value, key: Value) -> Value:
             raise RaisedInTrace(e) from None
     if isinstance(container, DictValue):
         ok, k = python_constant(key)
+        if not ok:
+            ok, k = input_key(tx, key)  # NOTE: `optimizer.state[p]`
         stored = container.stored_item(k) if ok else None
         if stored is not None:
             return stored  # `d[k]` right after `d[k] = v`: no keys read
@@ -614,6 +619,8 @@ def set_item(tx: Translator, container: Value, key: Value, value: Value) -> None
         return
     if isinstance(container, DictValue):
         ok, k = python_constant(key)
+        if not ok:
+            ok, k = input_key(tx, key)  # NOTE: `optimizer.state[p] = ...`
         if not ok:
             raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT, "non-constant dict key")
         tx.output.side_effects.mutate_container(container)
