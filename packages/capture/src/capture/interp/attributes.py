@@ -132,7 +132,7 @@ def _get_attr(tx: Translator, value: Value, name: str) -> Value:
                 return wrap(output, result, source)
             if not is_library_module(obj.__name__) or (
                     obj.__name__ == "os" and name == "environ"):
-                # NOTE: `helpers.cfg`, `os.environ` (its reads are guarded): read through its
+                # NOTE: `helpers.cfg`, the `os` module's `environ` (reads guarded): read through its
                 # source
                 return wrap(output, result, source)
             if source is not None:

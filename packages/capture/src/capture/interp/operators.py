@@ -514,13 +514,13 @@ def _is_environ(obj: object) -> bool:
 
 
 def _environ_item(tx: Translator, environ: Any, source: Source | None, key: Value) -> Value:
-    """`os.environ[key]` (and so `.get`, `in`, `os.getenv`, which reach it): the variable's
-    value as a constant, guarded (a variable set, changed or removed later recompiles), or
-    KeyError when it is not set, guarded to stay unset."""
+    """`environ[key]` of the `os` module (and so `.get`, `in` and `getenv`, which reach it):
+    the variable's value as a constant, guarded (a variable set, changed or removed later
+    recompiles), or KeyError when it is not set, guarded to stay unset."""
     from capture.output_graph import GuardKind
 
     if source is None:
-        # NOTE: `os.environ` reached through the `os` module (a root another process finds
+        # NOTE: `environ` reached through the `os` module (a root another process finds
         # again by name: the frame cache keeps such guards)
         os_module = sys.modules.get("os")
         source = (AttrSource(ConstSource.of(os_module), "environ")
@@ -529,7 +529,8 @@ def _environ_item(tx: Translator, environ: Any, source: Source | None, key: Valu
     ok, name = python_constant(key)
     if not ok or not isinstance(name, str):
         raise unsupported(GraphBreakKind.UNSUPPORTED_OBJECT,
-                          "reading os.environ with a non-constant or non-string key")
+                          "reading the environment (the os module's environ) with a "
+                          "non-constant or non-string key")
     value = environ.get(name)
     if value is None:
         tx.output.add_guard(source, GuardKind.KEY_ABSENT, name)
