@@ -188,10 +188,8 @@ def test_an_unknown_mm_template_setting_is_an_error() -> None:
 _COMPILER_SPEC = importlib.util.find_spec("compiler")
 
 
-@pytest.mark.skipif(_COMPILER_SPEC is None or _COMPILER_SPEC.origin is None,
-                    reason="the compiler facade is not installed")
-def test_training_step_with_templates_matches_eager(monkeypatch: pytest.MonkeyPatch) -> None:
-    import compiler
+def _count_templates(monkeypatch: pytest.MonkeyPatch) -> list[TritonKernel]:
+    """The matmul templates inductor generates from now on."""
     import inductor.targets
 
     made: list[TritonKernel] = []
@@ -202,6 +200,14 @@ def test_training_step_with_templates_matches_eager(monkeypatch: pytest.MonkeyPa
         return made[-1]
 
     monkeypatch.setattr(inductor.targets, "generate_matmul_template", counted)
+    return made
+
+
+@pytest.mark.skipif(_COMPILER_SPEC is None or _COMPILER_SPEC.origin is None,
+                    reason="the compiler facade is not installed")
+def test_training_step_with_templates_matches_eager(monkeypatch: pytest.MonkeyPatch) -> None:
+    import compiler
+    made = _count_templates(monkeypatch)
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(24, 40), torch.nn.GELU(),
@@ -359,16 +365,7 @@ def test_a_template_that_fails_to_launch_falls_back_to_aten(
                     reason="the compiler facade is not installed")
 def test_max_autotune_mode_through_the_facade(monkeypatch: pytest.MonkeyPatch) -> None:
     import compiler
-    import inductor.targets
-
-    made: list[TritonKernel] = []
-    generate = inductor.targets.generate_matmul_template
-
-    def counted(*args: Any, **kwargs: Any) -> TritonKernel:
-        made.append(generate(*args, **kwargs))
-        return made[-1]
-
-    monkeypatch.setattr(inductor.targets, "generate_matmul_template", counted)
+    made = _count_templates(monkeypatch)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.SiLU(),
                                 torch.nn.Linear(48, 16)).to(DEVICE)

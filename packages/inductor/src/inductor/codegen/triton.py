@@ -765,13 +765,19 @@ class TritonGen:
         w.add(f"{acc}_2 = tl.where({m}, {acc}_2 + {acc}_d * ({v} - {acc}_m), {acc}_2)")
         w.add(f"{acc}_n = {acc}_c")
 
-    def _finish(self, w: _Lines) -> TritonKernel:
+    def kernel_params(self) -> tuple[list[str], list[str], tuple[str, ...]]:
+        """The kernel's buffer names and argument names in call order (the error slots last
+        when it checks) and the arguments that are seeds."""
         names = list(self.params)
         args = [self.params[n] for n in names]
         seeds = tuple(self.params[n] for n in names if n in self.scalars)
         if self.checks:
             names.append(ERR_PARAM)
             args.append("kernel_err")
+        return names, args, seeds
+
+    def _finish(self, w: _Lines) -> TritonKernel:
+        names, args, seeds = self.kernel_params()
         sizes: tuple[str, ...] = ()
         numels = ""
         if self.symbolic:

@@ -33,7 +33,6 @@ from inductor.codegen.triton import (
 )
 from inductor.codegen.triton_prelude import module_header
 from inductor.codegen.triton_split import generate_triton_kernel
-from inductor.ir.checks import ERR_PARAM
 from inductor.ir.nodes import Buffer, BufferView, ComputedBuffer, MatmulBuffer
 from inductor.lowering.matmul import matmul_dims
 from inductor.scheduler.fusion import FusedGroup, outer_symbol, split_node
@@ -234,12 +233,7 @@ class MatmulTemplateGen(TritonGen):
         return epilogue
 
     def _finish_template(self, w: _Lines) -> TritonKernel:
-        names = list(self.params)
-        args = [self.params[n] for n in names]
-        seeds = tuple(self.params[n] for n in names if n in self.scalars)
-        if self.checks:
-            names.append(ERR_PARAM)
-            args.append("kernel_err")
+        names, args, seeds = self.kernel_params()
         constexprs = ["BLOCK_M: tl.constexpr", "BLOCK_N: tl.constexpr",
                       "BLOCK_K: tl.constexpr", "GROUP_M: tl.constexpr"]
         sig = ", ".join([*args, *constexprs])
