@@ -32,7 +32,6 @@ import torch
 
 from inductor import config
 from inductor.codegen.triton import PERSISTENT_MAX, TritonKernel, triton_configs
-from inductor.runtime.triton_math import interpret_triton_library
 from inductor.runtime.triton_workers import WarmJob
 
 log = logging.getLogger("inductor")
@@ -60,6 +59,10 @@ def _import(kernel: TritonKernel, path: Path) -> Any:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     if kernel.interpret:
+        # NOTE: imported here: it needs numpy, which only Triton's interpreter uses (a GPU
+        # install of Triton without numpy must still load its kernels)
+        from inductor.runtime.triton_math import interpret_triton_library
+
         config.use_triton_interpreter()
         interpret_triton_library()
     spec.loader.exec_module(module)
