@@ -186,6 +186,8 @@ def test_an_unknown_mm_template_setting_is_an_error() -> None:
 
 
 _COMPILER_SPEC = importlib.util.find_spec("compiler")
+_needs_facade = pytest.mark.skipif(_COMPILER_SPEC is None or _COMPILER_SPEC.origin is None,
+                                   reason="the compiler facade is not installed")
 
 
 def _count_templates(monkeypatch: pytest.MonkeyPatch) -> list[TritonKernel]:
@@ -203,8 +205,7 @@ def _count_templates(monkeypatch: pytest.MonkeyPatch) -> list[TritonKernel]:
     return made
 
 
-@pytest.mark.skipif(_COMPILER_SPEC is None or _COMPILER_SPEC.origin is None,
-                    reason="the compiler facade is not installed")
+@_needs_facade
 def test_training_step_with_templates_matches_eager(monkeypatch: pytest.MonkeyPatch) -> None:
     import compiler
     made = _count_templates(monkeypatch)
@@ -361,8 +362,7 @@ def test_a_template_that_fails_to_launch_falls_back_to_aten(
     assert launcher.choice == "aten" and "using ATen's call" in caplog.text
 
 
-@pytest.mark.skipif(_COMPILER_SPEC is None or _COMPILER_SPEC.origin is None,
-                    reason="the compiler facade is not installed")
+@_needs_facade
 def test_max_autotune_mode_through_the_facade(monkeypatch: pytest.MonkeyPatch) -> None:
     import compiler
     made = _count_templates(monkeypatch)
