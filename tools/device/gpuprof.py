@@ -1,7 +1,7 @@
 """GPU profile of one zoo model: eager and ours, per-iteration wall time, GPU busy time, and
 the top kernels by CUDA time. Usage (device box, after `source tools/device/install.sh`):
 
-    python3 tools/device/gpuprof.py resnet50 [infer|train] [--gpu-suite] [--dtype bfloat16]
+    python3 tools/device/gpuprof.py resnet50 [infer|train] [--dtype bfloat16] [--torch]
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("model")
     ap.add_argument("mode", nargs="?", default="infer")
     ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--torch", action="store_true", help="also profile torch.compile")
     args = ap.parse_args(argv)
     zoo.DEVICE = "cuda"
     zoo.DTYPE = getattr(torch, args.dtype)
@@ -57,6 +58,8 @@ def main(argv: list[str]) -> int:
             p.requires_grad_(False)
     _profile("eager", zoo._step(model, params, inputs, train))
     _profile("ours", zoo._step(zoo._ours(model, "capture"), params, inputs, train))
+    if args.torch:
+        _profile("torch.compile", zoo._step(torch.compile(model), params, inputs, train))
     return 0
 
 

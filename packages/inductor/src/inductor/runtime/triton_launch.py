@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from inductor import config
-from inductor.codegen.triton import PERSISTENT_MAX, TritonKernel, triton_configs
+from inductor.codegen.triton import LAUNCH_DEBUG, PERSISTENT_MAX, TritonKernel, triton_configs
 from inductor.runtime.triton_workers import WarmJob
 
 log = logging.getLogger("inductor")
@@ -98,10 +98,12 @@ class FastPath:
         self.extra: tuple[int, ...] = ()
         self.on = True  # NOTE: off once a compiled kernel refused our arguments
         self.direct: tuple[Any, ...] | None = None  # see _direct
+        self.looked = False  # NOTE: whether _direct was asked (once: its answer stands)
+        self.tensors: tuple[int, ...] = ()  # positions of the tensor arguments
 
     def call(self, args: Sequence[Any]) -> bool:
         """Launch through the compiled kernel; False when the caller must use the JIT."""
-        if self.compiled is None or _alignment(args) != self.align:
+        if self.compiled is None or _alignment(args, self.tensors) != self.align:
             return False
         if self.direct is not None:
             run, g0, g1, g2, function, packed = self.direct
@@ -112,8 +114,6 @@ class FastPath:
             return True
         try:
             self.compiled[self.grid](*args, *self.extra)
-            self.direct = self._direct()
-            return True
         except TypeError:
             # NOTE: Triton versions differ in whether a compiled kernel takes its
             # constexpr arguments; the count is checked before anything launches
@@ -123,8 +123,10 @@ class FastPath:
                 return False
             self.extra = ()
             self.compiled[self.grid](*args)
+        if not self.looked:
+            self.looked = True
             self.direct = self._direct()
-            return True
+        return True
 
     def keep(self, compiled: Any, grid: tuple[int, ...], args: Sequence[Any],
              constexprs: tuple[int, ...]) -> None:
@@ -132,14 +134,18 @@ class FastPath:
         if self.compiled is None and self.on and hasattr(compiled, "__getitem__"):
             self.compiled = compiled
             self.grid = grid + (1,) * (3 - len(grid))
-            self.align = _alignment(args)
+            self.tensors = tuple(i for i, a in enumerate(args) if isinstance(a, torch.Tensor))
+            self.align = _alignment(args, self.tensors)
             self.extra = constexprs
             self.direct = None  # NOTE: set once a launch through the runner took our arguments
+            self.looked = False
 
     def _direct(self) -> tuple[Any, ...] | None:
         """The compiled kernel's C launcher and what it takes, when this Triton has the
         layout we know (`run(grid, stream, function, packed_metadata, launch_metadata, enter
-        hook, exit hook, *args)`) and no launch hooks are set; else None (the runner)."""
+        hook, exit hook, *args)`) and no launch hooks are set; else None (the runner). A hook
+        is unset when it is None or, on Triton versions that keep hooks in a chain, the
+        chain is empty."""
         c = self.compiled
         try:
             from triton import knobs  # type: ignore[import-untyped]  # NOTE: no type hints
@@ -149,13 +155,23 @@ class FastPath:
             direct = (c.run, *self.grid, c.function, c.packed_metadata)
         except (ImportError, AttributeError):
             return None
-        if any(h is not None for h in hooks) or not torch.cuda.is_available():
+        if any(_hook_set(h) for h in hooks) or not torch.cuda.is_available():
             return None
         return direct
 
 
-def _alignment(args: Sequence[Any]) -> tuple[bool, ...]:
-    return tuple(a.data_ptr() % 16 == 0 for a in args if isinstance(a, torch.Tensor))
+def _hook_set(hook: Any) -> bool:
+    """Whether a Triton launch hook would run: None, or an empty hook chain, does not."""
+    if hook is None:
+        return False
+    calls = getattr(hook, "calls", None)
+    return calls is None or len(calls) > 0
+
+
+def _alignment(args: Sequence[Any], tensors: tuple[int, ...]) -> tuple[bool, ...]:
+    """Which tensor arguments (at `tensors`) start on a 16-byte boundary: Triton specializes
+    a compiled kernel on it."""
+    return tuple(args[i].data_ptr() % 16 == 0 for i in tensors)
 
 
 class Launcher:
@@ -197,8 +213,9 @@ class Launcher:
         configs = [self.config] if self.config is not None else list(k.configs)
         if k.inplace or not config.options.triton_autotune:
             configs = configs[:1]
+        debug = LAUNCH_DEBUG if k.debug else ()
         launches = tuple((self._grid(cfg), (("XBLOCK", cfg[0]), ("RBLOCK", cfg[1]),
-                                            ("num_warps", cfg[2]))) for cfg in configs)
+                                            ("num_warps", cfg[2]), *debug)) for cfg in configs)
         path = self.best_path.with_suffix(".py")
         return [WarmJob(str(path), k.name, k.arg_types, launches)]
 
@@ -216,11 +233,12 @@ class Launcher:
              numels: tuple[int, int] | None = None) -> Any:
         xb, rb, warps = cfg
         grid = self._grid(cfg, numels)
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = dict(LAUNCH_DEBUG) if self.kernel.debug else {}
         if self.kernel.one_block:
             assert numels is not None
             extra["ONE_BLOCK"] = rb >= numels[1]
         if self.kernel.interpret:
+            extra.pop("sanitize_overflow", None)
             return self.fn[grid](*args, XBLOCK=xb, RBLOCK=rb, **extra)
         return self.fn[grid](*args, XBLOCK=xb, RBLOCK=rb, num_warps=warps, **extra)
 
@@ -272,11 +290,12 @@ class Launcher:
         frb = 1 << max(0, (k.split - 1).bit_length())
         fxb = max(1, min(1 << max(0, (k.xnumel - 1).bit_length()), 2048 // frb))
         fgrid = (_cdiv(k.xnumel, fxb),)
+        debug = dict(LAUNCH_DEBUG) if k.debug else {}
         if not (keep and self.fast.call(full)):
             if k.interpret:
                 self.fn[grid](*full, XBLOCK=xb, RBLOCK=rb)
             else:
-                c = self.fn[grid](*full, XBLOCK=xb, RBLOCK=rb, num_warps=warps)
+                c = self.fn[grid](*full, XBLOCK=xb, RBLOCK=rb, num_warps=warps, **debug)
                 if keep:
                     self.fast.keep(c, grid, full, (xb, rb))
         if not (keep and self.fast_final.call(full)):
@@ -284,7 +303,7 @@ class Launcher:
                 self.final[fgrid](*full, XBLOCK=fxb, RBLOCK=frb)
             else:
                 c = self.final[fgrid](*full, XBLOCK=fxb, RBLOCK=frb,
-                                      num_warps=4 if fxb * frb <= 1024 else 8)
+                                      num_warps=4 if fxb * frb <= 1024 else 8, **debug)
                 if keep:
                     self.fast_final.keep(c, fgrid, full, (fxb, frb))
 

@@ -1,0 +1,65 @@
+"""Host-side (Python) profile of one zoo model compiled by ours on the GPU: where the wall
+time of a steady call goes when the GPU waits for the CPU. Usage (device box, after
+`source tools/device/install.sh`, from tools/bench):
+
+    python3 ../device/cpuprof.py mobilenetv3 [infer|train] [--dtype bfloat16] [--iters 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import sys
+import time
+
+import torch
+import zoo
+from zoo_gpu_models import MODELS_GPU
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("mode", nargs="?", default="infer")
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--iters", type=int, default=50)
+    args = ap.parse_args(argv)
+    zoo.DEVICE = "cuda"
+    zoo.DTYPE = getattr(torch, args.dtype)
+    zoo.MODELS.update(MODELS_GPU)
+    train = args.mode == "train"
+    torch.manual_seed(0)
+    model, inputs = zoo.MODELS[args.model]()
+    model = model.to("cuda", zoo.DTYPE).train(False)
+    inputs = tuple(zoo._to(t, zoo.DTYPE) for t in inputs)
+    params = [p for p in model.parameters()] if train else []
+    if not train:
+        for p in model.parameters():
+            p.requires_grad_(False)
+    step = zoo._step(zoo._ours(model, "capture"), params, inputs, train)
+    for _ in range(5):
+        step()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(args.iters):
+        step()
+    host = (time.perf_counter() - t0) / args.iters
+    torch.cuda.synchronize()
+    wall = (time.perf_counter() - t0) / args.iters
+    print(f"== {args.model} {args.mode}: host {host * 1e3:.3f} ms/iter (queue), "
+          f"wall {wall * 1e3:.3f} ms/iter")
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(args.iters):
+        step()
+    prof.disable()
+    torch.cuda.synchronize()
+    stats = pstats.Stats(prof)
+    stats.sort_stats("tottime").print_stats(35)
+    stats.sort_stats("cumulative").print_stats(30)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
