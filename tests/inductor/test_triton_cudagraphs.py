@@ -1,7 +1,7 @@
 """`mode="reduce-overhead"` (option `cudagraphs`, `runtime/cudagraphs.py`): compiled graphs
 replayed as CUDA graphs on CUDA tensors, against eager: static inputs read in place, others
 copied in (a static input that moves too), outputs still referenced never overwritten,
-bounds checks read after each replay, logged fallbacks (random ops, CPU work), and a no-op
+an out-of-bounds index a device-side assert, logged fallbacks (random ops, CPU work), and a no-op
 with a log line on CPU tensors."""
 
 from __future__ import annotations
@@ -123,21 +123,39 @@ def test_a_static_input_that_moves_is_copied_from_then_on() -> None:
     assert 1 not in runner.static and runner.disabled is None
 
 
+_OUT_OF_BOUNDS = """
+import torch, torch.nn.functional as F
+from aten_trace import trace_aten
+from inductor import compile_aten, config
+w = torch.randn(10, 4, device="cuda")
+f = lambda i, w: F.embedding(i, w) * 2
+idx = torch.tensor([[1, 9], [0, 3]], device="cuda")
+with config.patch(cudagraphs=True):
+    compiled = compile_aten(trace_aten(f, [idx, w]), [idx, w])
+for _ in range(3):
+    torch.testing.assert_close(compiled(idx.clone(), w)[0], f(idx, w))
+print("replayed", flush=True)
+compiled(torch.tensor([[1, 10], [0, 3]], device="cuda"), w)[0].sum().item()
+print("no error", flush=True)
+"""
+
+
 @needs_gpu
-def test_bounds_checks_are_read_after_each_replay() -> None:
-    w = torch.randn(10, 4, device="cuda")
+def test_an_index_out_of_bounds_in_a_replay_is_a_device_side_assert() -> None:
+    """As in eager CUDA, the bounds check of a GPU kernel is a device-side assert: the bad
+    call fails at its next synchronization (in a child process: the assert ends its CUDA
+    context)."""
+    import os
+    import subprocess
+    import sys
 
-    def f(i: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        return F.embedding(i, w) * 2
-
-    idx = torch.tensor([[1, 9], [0, 3]], device="cuda")
-    compiled = _compile(f, [idx, w])
-    for _ in range(3):
-        torch.testing.assert_close(compiled(idx.clone(), w)[0], f(idx, w))
-    runner = compiled.call
-    assert isinstance(runner, CudaGraphRunner) and runner.replays >= 1
-    with pytest.raises(IndexError):
-        compiled(torch.tensor([[1, 10], [0, 3]], device="cuda"), w)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", _OUT_OF_BOUNDS], check=False, capture_output=True,
+                          text=True, env=env, cwd=os.path.dirname(__file__), timeout=300)
+    assert "replayed" in done.stdout, done.stderr[-2000:]
+    assert "no error" not in done.stdout and done.returncode != 0
+    assert "device-side assert" in done.stderr or "out of bounds" in done.stderr, \
+        done.stderr[-2000:]
 
 
 @needs_gpu

@@ -8,9 +8,15 @@ Without a GPU the kernels run on CPU tensors through Triton's interpreter; sizes
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 import torch
 import torch.nn.functional as F
+from aten_trace import trace_aten
+from inductor import config
+from inductor.ir.checks import ERR_PARAM
 from triton_support import DEVICE, check, compile_triton, randn, triton_kernels
 
 
@@ -174,6 +180,35 @@ def test_indirect_indexing_and_its_bounds_check() -> None:
         compiled = compile_triton(lambda i: w[i] + 1, [torch.tensor([[1, 9], [0, -1]])])
         with pytest.raises(IndexError):
             compiled(torch.tensor([[1, 10], [0, 2]]))
+
+
+def test_gpu_kernels_check_bounds_with_device_asserts() -> None:
+    """The kernel a GPU gets checks indices as eager's CUDA kernels do, with a device-side
+    assert (no error slots read back, which would stall the host on every call), compiled
+    with `debug` on; integer division by zero does not raise there, as in eager CUDA."""
+    from inductor.codegen.triton_split import generate_triton_kernel
+    from inductor.pipeline import plan
+    from inductor.scheduler.fusion import FusedGroup
+
+    w = torch.randn(10, 4)
+    i = torch.tensor([[1, 9], [0, -1]])
+    d = torch.tensor([3, 4])
+
+    def kernels(fn: Callable[..., Any], inputs: list[torch.Tensor]) -> list[Any]:
+        with config.patch(cpu_backend="triton"):
+            p = plan(trace_aten(fn, inputs), inputs)
+        return [generate_triton_kernel(g, p.ctx.buffers, interpret=False)
+                for g in p.steps if isinstance(g, FusedGroup)]
+
+    (gpu,) = kernels(lambda i: w[i] + 1, [i])
+    assert gpu.debug and not gpu.checks and ERR_PARAM not in gpu.params
+    assert "tl.device_assert(" in gpu.source and "debug=True" in gpu.source
+    assert "kernel_err" not in gpu.source
+    (div,) = kernels(lambda a, b: a // b, [d, d])
+    assert not div.debug and not div.checks and "device_assert" not in div.source
+    if DEVICE == "cpu":  # NOTE: the interpreter's kernel keeps the error slots
+        (interp,) = triton_kernels(compile_triton(lambda i: w[i] + 1, [i]))
+        assert interp.checks and not interp.debug and "kernel_err" in interp.source
 
 
 def test_cat_pad_and_gather() -> None:

@@ -101,6 +101,14 @@ class TritonKernel:
     # NOTE: each argument as compile workers pass it to `warmup` (a pointer's torch dtype
     # name, an example int or float), set by the target (`runtime/triton_workers.py`)
     arg_types: tuple[str | int | float, ...] = ()
+    # NOTE: checks as device-side asserts (a GPU kernel): compiled with Triton's `debug` on,
+    # launched with its integer-overflow sanitizer off (`LAUNCH_DEBUG`)
+    debug: bool = False
+
+
+#: What a kernel compiled with `debug=True` is launched with besides its block sizes: the
+#: device asserts are ours; Triton's checks of every int32 add and multiply are not.
+LAUNCH_DEBUG = (("sanitize_overflow", False),)
 
 
 def _inner_numel(group: FusedGroup, node: ComputedBuffer) -> int:
@@ -192,6 +200,7 @@ class TritonGen:
         self.one_block = self.reduction and not self.persistent and (
             size_hint(self.rnumel) <= PERSISTENT_MAX)
         self.checks: list[KernelCheck] = []
+        self.asserts = False  # a GPU kernel that checks with `tl.device_assert`
         self.params: dict[str, str] = {}
         self.scalars: set[str] = set()
         writes = group.writes()
@@ -316,15 +325,36 @@ class TritonGen:
         return "xzero"
 
     def _check(self, w: _Lines, bad: str, value: str, level: str, check: KernelCheck) -> None:
+        """Where `bad` holds, raise what eager raises: on the CPU (Triton's interpreter) through
+        the error slots the wrapper reads after the kernel; on a GPU as a device-side assert,
+        as eager CUDA kernels do (asynchronous: it surfaces at the next synchronization, and
+        no read-back stalls the host). Eager CUDA's integer division by zero does not raise."""
+        level = _max_level(level, "x")
+        if not self.interpret:
+            if check is ZERO_DIVISION:
+                return
+            self.asserts = True
+            mask = self._mask(level)
+            ok = f"({bad} == 0)" if mask is None else f"(({bad} == 0) | ({mask} == 0))"
+            msg = check.message.replace("{value}", "").replace("  ", " ")
+            w.add(f"tl.device_assert({ok}, {msg!r})")
+            return
         if check not in self.checks:
             self.checks.append(check)
         cid = self.checks.index(check) + 1
-        level = _max_level(level, "x")
         z = self._zero(level)
         # NOTE: `!= 0`: the interpreter makes `block & 0-d bool` an int32 block
         m = f"((({z} == 0) & {bad} & {self._mask(level)}) != 0)"
         w.add(f"tl.store(kernel_err + {z}, {cid}, mask={m})")
         w.add(f"tl.store(kernel_err + 1 + {z}, ({value}).to(tl.int64), mask={m})")
+
+    def decorator(self, seeds: tuple[str, ...]) -> str:
+        """`@triton.jit(...)` of this kernel: seeds and sizes unspecialized, `debug` on when
+        it asserts."""
+        opts = [f"do_not_specialize={list(seeds)!r}"] if seeds else []
+        if self.asserts:
+            opts.append("debug=True")
+        return f"@triton.jit({', '.join(opts)})" if opts else "@triton.jit"
 
     def _emit_ops(self, w: _Lines, ni: int, n: ComputedBuffer, ops_: range,
                   subs: dict[sympy.Symbol, sympy.Expr], refs: dict[int, tuple[str, str]],
@@ -793,9 +823,7 @@ class TritonGen:
         if self.one_block:
             constexprs.append("ONE_BLOCK: tl.constexpr")
         sig = ", ".join([*args, *constexprs])
-        dns = f"do_not_specialize={list(seeds)!r}" if seeds else ""
-        deco = f"@triton.jit({dns})" if dns else "@triton.jit"
-        kernel_text = f"{deco}\ndef KERNEL_NAME({sig}):\n" + "\n".join(w.lines) + "\n"
+        kernel_text = f"{self.decorator(seeds)}\ndef KERNEL_NAME({sig}):\n" + "\n".join(w.lines) + "\n"
         header = module_header(self.interpret)
         if self._welford:
             header += WELFORD_HELPER
@@ -806,7 +834,7 @@ class TritonGen:
             name, source.replace("KERNEL_NAME", name), tuple(names), tuple(self.checks),
             frozenset(self.scalars), str(self.device), self.xnumel, self.rnumel,
             self.reduction, self.persistent, self._configs(), self.interpret, self.inplace,
-            seeds, sizes=sizes, numels=numels, one_block=self.one_block)
+            seeds, sizes=sizes, numels=numels, one_block=self.one_block, debug=self.asserts)
 
     def _configs(self) -> tuple[tuple[int, int, int], ...]:
         # NOTE: symbolic sizes: chosen from the example's sizes here (the launcher chooses

@@ -228,7 +228,8 @@ class MatmulTemplateGen(TritonGen):
         group = FusedGroup(list(self.group.nodes[1:]), self.group.outer,
                            set(self.group.local) - {self.mb.name})
         epilogue = generate_triton_kernel(group, self.buffers, interpret=self.interpret)
-        if epilogue.checks != tuple(self.checks) or epilogue.split > 1 or epilogue.sizes:
+        if (epilogue.checks != tuple(self.checks) or epilogue.debug != self.asserts
+                or epilogue.split > 1 or epilogue.sizes):
             return None  # NOTE: the wrapper's error slots must mean the same in both
         return epilogue
 
@@ -237,8 +238,7 @@ class MatmulTemplateGen(TritonGen):
         constexprs = ["BLOCK_M: tl.constexpr", "BLOCK_N: tl.constexpr",
                       "BLOCK_K: tl.constexpr", "GROUP_M: tl.constexpr"]
         sig = ", ".join([*args, *constexprs])
-        deco = f"@triton.jit(do_not_specialize={list(seeds)!r})" if seeds else "@triton.jit"
-        kernel_text = f"{deco}\ndef KERNEL_NAME({sig}):\n" + "\n".join(w.lines) + "\n"
+        kernel_text = f"{self.decorator(seeds)}\ndef KERNEL_NAME({sig}):\n" + "\n".join(w.lines) + "\n"
         source = module_header(self.interpret) + "\n\n" + kernel_text
         name = f"triton_mm_{hashlib.sha256(source.encode()).hexdigest()[:16]}"
         batch, m, n, k = self.dims
@@ -261,7 +261,8 @@ class MatmulTemplateGen(TritonGen):
         return TritonKernel(
             name, source.replace("KERNEL_NAME", name), tuple(names), tuple(self.checks),
             frozenset(self.scalars), str(self.device), batch * m * n, k, False, False,
-            interpret=self.interpret, inplace=self.inplace, seeds=seeds, matmul=plan)
+            interpret=self.interpret, inplace=self.inplace, seeds=seeds, matmul=plan,
+            debug=self.asserts)
 
 
 def generate_matmul_template(group: FusedGroup, buffers: dict[str, Buffer], *,

@@ -314,7 +314,7 @@ class SplitTritonGen(TritonGen):
             name, src.replace(kernel.name, name), kernel.params, kernel.checks,
             kernel.scalar_params, kernel.device, kernel.xnumel, kernel.rnumel, True, False,
             self.split_configs,
-            kernel.interpret, kernel.inplace, kernel.seeds, split=self.split,
+            kernel.interpret, kernel.inplace, kernel.seeds, split=self.split, debug=kernel.debug,
             workspaces=tuple(str(dt).removeprefix("torch.") for _, dt in self.workspaces))
 
 

@@ -112,4 +112,4 @@ class TiledTritonGen(TritonGen):
             kernel.name, kernel.source, kernel.params, kernel.checks, kernel.scalar_params,
             kernel.device, kernel.xnumel, kernel.rnumel, False, False, kernel.configs,
             kernel.interpret, kernel.inplace, kernel.seeds,
-            tile=(outer[-1], outer[self._tile_j], sz))
+            tile=(outer[-1], outer[self._tile_j], sz), debug=kernel.debug)

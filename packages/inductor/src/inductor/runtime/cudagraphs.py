@@ -22,8 +22,10 @@ memory, and if both are held, the call runs the wrapper without a graph (fresh o
 So a returned tensor stays valid as long as it is referenced; the cost of holding on to
 outputs (`out = f(x)` kept across the next call) is a second recording's memory.
 
-Kernels with bounds or zero-divisor checks keep them: their error slots are read after each
-replay (`runtime/kernel_checks.py`: one sync per replay) and raise eager's error.
+Bounds checks of GPU kernels are device-side asserts, as in eager CUDA kernels: a replay
+that indexes out of bounds fails at the next synchronization. A kernel that reports through
+error slots instead has them read after each replay (`runtime/kernel_checks.py`: one sync
+per replay) and raises eager's error.
 
 Graphs that cannot be replayed faithfully run without CUDA graphs, logged once on the
 `inductor` logger with the reason: inputs or work on the CPU (values read into the

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from inductor import config
-from inductor.codegen.triton import MatmulPlan, TritonKernel
+from inductor.codegen.triton import LAUNCH_DEBUG, MatmulPlan, TritonKernel
 from inductor.runtime.triton_launch import (
     FastPath,
     Launcher,
@@ -98,7 +98,8 @@ class MatmulLauncher:
             configs = configs[:1]
         launches = tuple((self._grid(cfg), (
             ("BLOCK_M", cfg[0]), ("BLOCK_N", cfg[1]), ("BLOCK_K", cfg[2]), ("GROUP_M", GROUP_M),
-            ("num_warps", cfg[3]), ("num_stages", cfg[4]))) for cfg in configs)
+            ("num_warps", cfg[3]), ("num_stages", cfg[4]), *(LAUNCH_DEBUG if k.debug else ())))
+            for cfg in configs)
         path = self.best_path.with_suffix(".py")
         return [*jobs, WarmJob(str(path), k.name, k.arg_types, launches)]
 
@@ -138,8 +139,9 @@ class MatmulLauncher:
         grid = self._grid(cfg)
         if self.kernel.interpret:
             return self.fn[grid](*args, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=GROUP_M)
+        debug = dict(LAUNCH_DEBUG) if self.kernel.debug else {}
         return self.fn[grid](*args, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=GROUP_M,
-                             num_warps=warps, num_stages=stages)
+                             num_warps=warps, num_stages=stages, **debug)
 
     def _aten(self, args: Sequence[Any]) -> None:
         """ATen's call into the matmul's buffer (a fresh one when only the epilogue reads
