@@ -78,7 +78,8 @@ def test_linear_gelu_residual_is_one_template_kernel(dtype: torch.dtype) -> None
     compiled = check_template(f, [x, w, b, r], dtype, kernels=1)
     assert not compiled.extern_calls.get("aten.addmm.default"), compiled.extern_calls
     (k,) = _templates(compiled)
-    assert k.matmul is not None and k.matmul.op == "addmm" and k.matmul.dims == (1, 37, 45, 70)
+    # NOTE: the bias is added in the epilogue with GELU (`bias_unfuse.py`)
+    assert k.matmul is not None and k.matmul.op == "mm" and k.matmul.dims == (1, 37, 45, 70)
     if dtype != torch.float32:
         # NOTE: the operands are loaded in their own type (widened only for the
         # interpreter's dot), the accumulator is float32
@@ -172,6 +173,8 @@ def test_cases_the_template_does_not_take_stay_aten_calls(case: str) -> None:
     elif case == "default_mode":
         options = {**OPTIONS, "mm_template": "always"}  # NOTE: max_autotune off
     elif case == "int":
+        if DEVICE == "cuda":
+            pytest.skip("ATen has no integer matmul on CUDA (eager raises the same)")
         a, b = (a * 10).long(), (b * 10).long()
     compiled = _compile(lambda a, b: (a @ b) + 1, [a, b], options)
     assert not _templates(compiled)
@@ -230,10 +233,12 @@ def test_training_step_with_templates_matches_eager(monkeypatch: pytest.MonkeyPa
     assert len(got) == len(want) == 7
     for g, e in zip(got, want):
         torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-4)
-    # NOTE: 3 forward addmms, and in the backward the input gradients of the last two
-    # layers and the weight gradients of all three (transposed operands)
+    # NOTE: 2 forward addmms (the first one's result is saved for GELU's backward, the
+    # last one's feeds log-softmax), the middle layer an mm with its bias added in the
+    # ReLU epilogue (`bias_unfuse.py`), and in the backward the input gradients of the
+    # last two layers and the weight gradients of all three (transposed operands)
     ops = sorted(k.matmul.op for k in made if k.matmul is not None)
-    assert ops == ["addmm"] * 3 + ["mm"] * 5, ops
+    assert ops == ["addmm"] * 2 + ["mm"] * 6, ops
 
 
 def render(fn: Callable[..., Any], inputs: Sequence[torch.Tensor]) -> str:

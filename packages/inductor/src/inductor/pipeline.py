@@ -17,6 +17,7 @@ import torch
 import torch.fx
 
 from inductor import config
+from inductor.bias_unfuse import unfuse_matmul_bias
 from inductor.codegen.cpp import CppKernel
 from inductor.codegen.wrapper import WrapperGen
 from inductor.dynamic import (
@@ -131,6 +132,10 @@ def _wants_template(kernel: ExternKernel) -> bool:
     return setting != "never" and has_target(device) and target_for(device).matmul_templates
 
 
+def _unfuses_bias(device: torch.device) -> bool:
+    return has_target(device) and target_for(device).unfuses_matmul_bias
+
+
 def _can_fuse(group: FusedGroup, node: ComputedBuffer, outer: tuple[int, ...]) -> bool:
     return target_for(node.layout.device).can_fuse(group, node, outer)
 
@@ -204,6 +209,7 @@ def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> 
     if is_symbolic_graph(gm, example_inputs):
         return _compile_symbolic(gm, example_inputs)
     gm = channels_last_convolutions(gm)
+    gm = unfuse_matmul_bias(gm, _unfuses_bias)
     t0 = time.perf_counter()
     key = graph_key(gm, example_inputs)
     cached = _plans.get(key) if key is not None else None

@@ -39,6 +39,7 @@ class Target(Protocol):
 
     name: str
     matmul_templates: bool  # generates matmuls itself (`lowering/matmul.py`) under max_autotune
+    unfuses_matmul_bias: bool  # adds an addmm's bias in its pointwise consumer (bias_unfuse.py)
 
     def generate(self, group: FusedGroup, buffers: dict[str, Buffer]) -> Kernel:
         """The kernel of one fused group."""
@@ -65,6 +66,7 @@ class CppTarget:
 
     name = "cpp"
     matmul_templates = False
+    unfuses_matmul_bias = False
 
     def generate(self, group: FusedGroup, buffers: dict[str, Buffer]) -> Kernel:
         """The group's `extern "C"` function (`codegen/cpp.py`)."""
@@ -101,6 +103,7 @@ class TritonTarget:
         self.interpret = interpret
         self.name = "triton-interpreter" if interpret else "triton"
         self.matmul_templates = True
+        self.unfuses_matmul_bias = True
 
     def generate(self, group: FusedGroup, buffers: dict[str, Buffer]) -> Kernel:
         """The group's `@triton.jit` kernel source and its launch configuration (two
