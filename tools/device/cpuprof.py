@@ -15,7 +15,7 @@ import time
 
 import torch
 import zoo
-from zoo_gpu_models import MODELS_GPU
+from gpuprof import gpu_model
 
 
 def main(argv: list[str]) -> int:
@@ -25,18 +25,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--iters", type=int, default=50)
     args = ap.parse_args(argv)
-    zoo.DEVICE = "cuda"
-    zoo.DTYPE = getattr(torch, args.dtype)
-    zoo.MODELS.update(MODELS_GPU)
-    train = args.mode == "train"
-    torch.manual_seed(0)
-    model, inputs = zoo.MODELS[args.model]()
-    model = model.to("cuda", zoo.DTYPE).train(False)
-    inputs = tuple(zoo._to(t, zoo.DTYPE) for t in inputs)
-    params = [p for p in model.parameters()] if train else []
-    if not train:
-        for p in model.parameters():
-            p.requires_grad_(False)
+    model, params, inputs, train = gpu_model(args.model, args.mode, args.dtype)
     step = zoo._step(zoo._ours(model, "capture"), params, inputs, train)
     for _ in range(5):
         step()

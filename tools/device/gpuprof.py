@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import Any
 
 import torch
 import zoo
@@ -37,6 +38,24 @@ def _profile(name: str, step: object, iters: int = 10) -> None:
     print(events.table(sort_by="self_device_time_total", row_limit=18, max_name_column_width=70))
 
 
+def gpu_model(name: str, mode: str, dtype: str) -> tuple[Any, list[Any], tuple[Any, ...], bool]:
+    """The GPU zoo's model `name` on CUDA in `dtype`, with its inputs: (model, the parameters
+    a training step reads the gradients of, inputs, whether `mode` trains)."""
+    zoo.DEVICE = "cuda"
+    zoo.DTYPE = getattr(torch, dtype)
+    zoo.MODELS.update(MODELS_GPU)
+    train = mode == "train"
+    torch.manual_seed(0)
+    model, inputs = zoo.MODELS[name]()
+    model = model.to("cuda", zoo.DTYPE).train(False)
+    inputs = tuple(zoo._to(t, zoo.DTYPE) for t in inputs)
+    params = [p for p in model.parameters()] if train else []
+    if not train:
+        for p in model.parameters():
+            p.requires_grad_(False)
+    return model, params, inputs, train
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
@@ -44,18 +63,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--torch", action="store_true", help="also profile torch.compile")
     args = ap.parse_args(argv)
-    zoo.DEVICE = "cuda"
-    zoo.DTYPE = getattr(torch, args.dtype)
-    zoo.MODELS.update(MODELS_GPU)
-    train = args.mode == "train"
-    torch.manual_seed(0)
-    model, inputs = zoo.MODELS[args.model]()
-    model = model.to("cuda", zoo.DTYPE).train(False)
-    inputs = tuple(zoo._to(t, zoo.DTYPE) for t in inputs)
-    params = [p for p in model.parameters()] if train else []
-    if not train:
-        for p in model.parameters():
-            p.requires_grad_(False)
+    model, params, inputs, train = gpu_model(args.model, args.mode, args.dtype)
     _profile("eager", zoo._step(model, params, inputs, train))
     _profile("ours", zoo._step(zoo._ours(model, "capture"), params, inputs, train))
     if args.torch:

@@ -5,4 +5,4 @@ export PYTHONPATH=/tmp/site
 for p in guards capture aotgrad inductor compiler-api; do
   python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --upgrade --target /tmp/ours ./packages/$p 2>&1 | grep -v -i warn
 done
-export PYTHONPATH=/tmp/site:/tmp/ours:$PWD/tools/bench
+export PYTHONPATH=/tmp/site:/tmp/ours:$PWD/tools/bench:$PWD/tools/device
