@@ -238,7 +238,6 @@ class Launcher:
             assert numels is not None
             extra["ONE_BLOCK"] = rb >= numels[1]
         if self.kernel.interpret:
-            extra.pop("sanitize_overflow", None)
             return self.fn[grid](*args, XBLOCK=xb, RBLOCK=rb, **extra)
         return self.fn[grid](*args, XBLOCK=xb, RBLOCK=rb, num_warps=warps, **extra)
 
