@@ -83,7 +83,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("model")
     ap.add_argument("mode", nargs="?", default="infer")
     ap.add_argument("--dtype", default="float32")
-    ap.add_argument("--torch", action="store_true")
+    ap.add_argument("--torch", action="store_true",
+                    default=os.environ.get("COLDPROF_TORCH") == "1")
     args = ap.parse_args(argv)
     model, params, inputs, train = gpu_model(args.model, args.mode, args.dtype)
     eager = zoo._step(model, params, inputs, train)
