@@ -1,11 +1,13 @@
 """Parallel compile workers for Triton kernels (`runtime/triton_workers.py`): on the
 interpreter (nothing to compile) the serial path is taken and results do not depend on the
-option; a failing worker job is reported, never raised; the argument types workers warm
-kernels up with come from the buffers. The parallel path itself only compiles on a GPU."""
+option; a failing job is reported, never raised; the argument types kernels are compiled
+for come from the buffers; and (without a GPU, for a GPU target: compiling needs none) what
+the workers compile is exactly what the JIT looks up in Triton's cache afterwards."""
 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,9 +18,15 @@ from inductor import compile_aten, config
 from inductor.codegen.triton import TritonKernel
 from inductor.pipeline import plan
 from inductor.runtime import triton_workers
-from inductor.runtime.triton_launch import load_triton_kernels
-from inductor.runtime.triton_workers import WarmJob, compile_in_workers, warm
-from inductor.targets import with_arg_types
+from inductor.runtime.triton_launch import clear_launchers, load_triton_kernels
+from inductor.runtime.triton_workers import (
+    WarmJob,
+    compile_in_workers,
+    compile_requests,
+    stop_workers,
+)
+from inductor.scheduler.fusion import FusedGroup
+from inductor.targets import TritonTarget, with_arg_types
 from triton_support import OPTIONS
 
 
@@ -27,20 +35,21 @@ def _model(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> tuple[torch.Ten
     return torch.softmax(h, -1), h.sum(0), torch.rand_like(h)
 
 
-def test_interpreter_takes_the_serial_path_with_identical_results(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def no_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(triton_workers, "_pool", lambda n: pytest.fail("workers started"))
+
+
+@pytest.mark.usefixtures("no_pool")
+def test_interpreter_takes_the_serial_path_with_identical_results() -> None:
     inputs = [torch.randn(24, 40), torch.randn(40, 33), torch.randn(33)]
     gm = trace_aten(_model, inputs)
-    started: list[int] = []
-    monkeypatch.setattr(triton_workers, "_executor",
-                        lambda n: started.append(n) or pytest.fail("pool started"))
     results = []
     for workers in (8, 0):
         with config.patch({**OPTIONS, "triton_compile_workers": workers}):
             compiled = compile_aten(gm, inputs)
         torch.manual_seed(0)
         results.append(compiled(*inputs))
-    assert not started
     for a, b in zip(*results, strict=True):
         assert torch.equal(a, b)
     with config.patch(OPTIONS):
@@ -49,28 +58,84 @@ def test_interpreter_takes_the_serial_path_with_identical_results(
     assert all(launcher.warm_jobs() == [] for launcher in launchers.values())
 
 
-def test_fewer_than_two_workers_or_jobs_or_four_compiles_is_serial() -> None:
+@pytest.mark.usefixtures("no_pool")
+def test_fewer_than_two_workers_or_compiles_is_serial() -> None:
     one = (((1,), (("XBLOCK", 128),)),)
+    job = WarmJob("/nonexistent/kernel.py", "k", (), one * 2)
     with config.patch(triton_compile_workers=4):
-        assert not compile_in_workers([WarmJob("/nonexistent/k.py", "k", (), one)] * 3,
+        assert not compile_in_workers([WarmJob("/nonexistent/k.py", "k", (), one)],
                                       interpret=False)
-    job = WarmJob("/nonexistent/kernel.py", "k", (), one * 4)
+        assert not compile_in_workers([job, job], interpret=True)
     with config.patch(triton_compile_workers=1):
         assert not compile_in_workers([job, job], interpret=False)
-    with config.patch(triton_compile_workers=4):
-        assert not compile_in_workers([job], interpret=False)
-        assert not compile_in_workers([job, job], interpret=True)
 
 
 def test_a_failing_job_is_reported_not_raised(caplog: pytest.LogCaptureFixture) -> None:
-    assert warm(WarmJob("/nonexistent/kernel.py", "k", (), ())) is not None
     jobs = [WarmJob(f"/nonexistent/kernel{i}.py", f"k{i}", ("float32",),
                     (((1,), (("XBLOCK", 128),)), ((1,), (("XBLOCK", 256),))))
             for i in range(2)]
-    with config.patch(triton_compile_workers=2), caplog.at_level(logging.INFO, "inductor"):
-        assert compile_in_workers(jobs, interpret=False)
+    try:
+        with config.patch(triton_compile_workers=2), caplog.at_level(logging.INFO, "inductor"):
+            assert compile_in_workers(jobs, interpret=False)
+    finally:
+        stop_workers()
     assert "k0 not compiled in a worker" in caplog.text
     assert "k1 not compiled in a worker" in caplog.text
+
+
+class _NoGpuDriver:
+    """Triton's driver for an H100 on a machine without one: enough to compile."""
+
+    def get_current_device(self) -> int:
+        return 0
+
+    def get_current_stream(self, device: int) -> int:
+        return 0
+
+    def get_current_target(self) -> Any:
+        from triton.backends.compiler import GPUTarget
+
+        return GPUTarget("cuda", 90, 32)
+
+
+def test_what_workers_compile_is_what_the_jit_finds_in_the_cache(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    triton = pytest.importorskip("triton")
+    from triton.compiler.compiler import ASTSource
+    from triton.runtime.driver import driver
+
+    inputs = [torch.randn(24, 40), torch.randn(40, 33), torch.randn(33)]
+    with config.patch(cpu_backend="triton"):
+        p = plan(trace_aten(_model, inputs), inputs)
+    target = TritonTarget(interpret=False)
+    kernels = [target.generate(g, p.ctx.buffers) for g in p.steps if isinstance(g, FusedGroup)]
+    gpu = [k for k in kernels if isinstance(k, TritonKernel) and k.matmul is None]
+    stop_workers()  # NOTE: workers started now see this test's Triton cache directory
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
+    monkeypatch.setenv("TRITON_INTERPRET", "0")  # NOTE: an earlier test may have set it
+    monkeypatch.setattr(driver, "_active", _NoGpuDriver())
+    hits: list[bool] = []
+    monkeypatch.setattr(triton.knobs.compilation, "listener",
+                        lambda **kw: hits.append(bool(kw.get("cache_hit"))))
+    clear_launchers()
+    try:
+        with config.patch(triton_compile_workers=2, cache_dir=str(tmp_path)):
+            launchers = load_triton_kernels(gpu)
+            jobs = [job for launcher in launchers.values() for job in launcher.warm_jobs()]
+            assert len(jobs) == len(gpu) >= 2
+            assert compile_in_workers(jobs, interpret=False)
+    finally:
+        stop_workers()
+        clear_launchers()
+    assert hits == []  # NOTE: the workers compiled; this process did not
+    assert all(Path(job.path).with_suffix(".warm").exists() for job in jobs)
+    requests = [r for job in jobs for r in compile_requests(job, {})]
+    assert len(requests) == sum(len(job.launches) for job in jobs)
+    for path, name, signature, constants, attrs, options, gpu_target in requests:
+        fn = triton_workers._load(path, name, {})
+        triton.compile(ASTSource(fn, signature, constants, attrs), target=gpu_target,
+                       options=options)
+    assert hits == [True] * len(requests)
 
 
 def test_arg_types_come_from_the_buffers() -> None:
@@ -90,17 +155,30 @@ def test_arg_types_come_from_the_buffers() -> None:
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (the GPU box runs it)")
-def test_gpu_kernels_are_compiled_in_workers(tmp_path: Any) -> None:
+def test_gpu_kernels_are_compiled_in_workers(tmp_path: Any,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import triton
+
     inputs = [torch.randn(24, 40, device="cuda"), torch.randn(40, 33, device="cuda"),
               torch.randn(33, device="cuda")]
     gm = trace_aten(_model, inputs)
-    with config.patch(triton_compile_workers=2, cache_dir=str(tmp_path), max_autotune=True,
-                      mm_template="always"):
-        compiled = compile_aten(gm, inputs)
+    try:
+        with config.patch(triton_compile_workers=2, cache_dir=str(tmp_path), max_autotune=True,
+                          mm_template="always"):
+            compiled = compile_aten(gm, inputs)
+    finally:
+        stop_workers()
     kernels = [k for k in compiled.kernels if isinstance(k, TritonKernel)]
     warmed = {p.stem for p in (tmp_path / "triton").glob("*.warm")}
     assert warmed == {k.name for k in kernels if k.split == 1 and not k.sizes}, warmed
+    compiles: list[tuple[str, bool]] = []
+    monkeypatch.setattr(triton.knobs.compilation, "listener", lambda **kw: compiles.append(
+        (getattr(kw["src"], "name", "?"), bool(kw.get("cache_hit")))))
     got = compiled(*inputs)
+    torch.cuda.synchronize()
     want = _model(*inputs)
     for g, w in zip(got[:2], want[:2], strict=True):
         torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
+    # NOTE: the first call's JIT finds every warmed kernel's binary in the cache
+    missed = [name for name, hit in compiles if name in warmed and not hit]
+    assert compiles and not missed, compiles

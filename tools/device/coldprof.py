@@ -1,13 +1,15 @@
 """Where a cold compile's time goes: the first call of one GPU zoo model compiled by ours
-(capture + inductor), with empty inductor and Triton caches, under cProfile; then the same for
-torch.compile in this process when `--torch` is given. Usage (device box, after
-`source tools/device/install.sh`, from tools/bench; run each model in its own process):
+(capture + inductor) or by torch.compile, with empty inductor and Triton caches, after one
+eager call. Usage (device box, after `source tools/device/install.sh`, from tools/bench; run
+each in its own process, so neither warms the other's CUDA libraries):
 
-    python3 ../device/coldprof.py mobilenetv3 [infer|train] [--dtype bfloat16] [--torch]
+    python3 ../device/coldprof.py mobilenetv3 [infer|train] [--dtype bfloat16]
+        [--which ours|torch|both] [--profile]
 
 Set INDUCTOR_TRITON_COMPILE_WORKERS / INDUCTOR_TRITON_AUTOTUNE in the environment to compare
-variants. Prints the wall time of the first call, the time inside a few named phases
-(cumulative, from the profile) and the top functions by cumulative and own time.
+variants. Prints the wall time of the first call, how many Triton compiles this process ran
+(cache hits apart) and the time in our compile workers; with `--profile`, under cProfile, the
+time inside a few named phases and the top functions by cumulative and own time.
 """
 
 from __future__ import annotations
@@ -20,14 +22,17 @@ import sys
 import tempfile
 import time
 
-_TMP = tempfile.mkdtemp(prefix="coldprof_")
+# NOTE: set before torch and Triton read them; compile workers inherit them
+if "COLDPROF_DIR" not in os.environ:
+    os.environ["COLDPROF_DIR"] = tempfile.mkdtemp(prefix="coldprof_")
+_TMP = os.environ["COLDPROF_DIR"]
 os.environ["INDUCTOR_CACHE_DIR"] = os.path.join(_TMP, "ours")
 os.environ["TRITON_CACHE_DIR"] = os.path.join(_TMP, "triton")
 os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(_TMP, "torch")
 
-import torch  # noqa: E402
-import zoo  # noqa: E402
-from gpuprof import gpu_model  # noqa: E402
+import torch
+import zoo
+from gpuprof import gpu_model
 
 # (label, file suffix, function name): phases summed from the profile's cumulative times
 PHASES = [
@@ -63,15 +68,62 @@ def _phases(stats: pstats.Stats) -> None:
         print(f"  {label:<28} {total:8.2f} s  ({calls} calls)")
 
 
-def _first_call(label: str, step: object) -> None:
+class _Counts:
+    """Triton compiles seen by this process (cache hits apart) and time in compile workers."""
+
+    def __init__(self) -> None:
+        self.compiles = 0
+        self.hits = 0
+        self.workers_s = 0.0
+        try:
+            import triton
+            from inductor.runtime import triton_workers
+        except ImportError:
+            return
+        triton.knobs.compilation.listener = self._listen
+        inner = triton_workers.compile_in_workers
+
+        def timed(*args: object, **kwargs: object) -> bool:
+            t0 = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)  # type: ignore[arg-type]
+            finally:
+                self.workers_s += time.perf_counter() - t0
+
+        triton_workers.compile_in_workers = timed  # type: ignore[assignment]
+        import inductor.targets
+
+        inductor.targets.compile_in_workers = timed  # type: ignore[assignment]
+
+    def _listen(self, **kw: object) -> None:
+        self.compiles += 1
+        self.hits += bool(kw.get("cache_hit"))
+
+    def take(self) -> str:
+        text = (f"main-process Triton compiles {self.compiles - self.hits} (+{self.hits} cache "
+                f"hits), in compile workers {self.workers_s:.2f} s")
+        self.compiles = self.hits = 0
+        self.workers_s = 0.0
+        return text
+
+
+_counts = _Counts()
+
+
+def _first_call(label: str, step: object, profile: bool) -> None:
     prof = cProfile.Profile()
     t0 = time.perf_counter()
-    prof.enable()
+    if profile:
+        prof.enable()
     step()  # type: ignore[operator]
     torch.cuda.synchronize()
-    prof.disable()
+    if profile:
+        prof.disable()
     wall = time.perf_counter() - t0
-    print(f"== {label}: cold first call {wall:.2f} s")
+    print(f"== {label}: cold first call {wall:.2f} s{' (profiled)' if profile else ''}; "
+          f"{_counts.take()}")
+    if not profile:
+        return
     stats = pstats.Stats(prof)
     _phases(stats)
     stats.sort_stats("cumulative").print_stats(45)
@@ -83,8 +135,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("model")
     ap.add_argument("mode", nargs="?", default="infer")
     ap.add_argument("--dtype", default="float32")
-    ap.add_argument("--torch", action="store_true",
-                    default=os.environ.get("COLDPROF_TORCH") == "1")
+    ap.add_argument("--which", choices=("ours", "torch", "both"),
+                    default=os.environ.get("COLDPROF_WHICH", "ours"))
+    ap.add_argument("--profile", action="store_true",
+                    default=os.environ.get("COLDPROF_PROFILE") == "1",
+                    help="under cProfile (about 1.5x slower), with per-phase totals")
     args = ap.parse_args(argv)
     model, params, inputs, train = gpu_model(args.model, args.mode, args.dtype)
     eager = zoo._step(model, params, inputs, train)
@@ -92,11 +147,12 @@ def main(argv: list[str]) -> int:
     torch.cuda.synchronize()
     variant = (f"workers={os.environ.get('INDUCTOR_TRITON_COMPILE_WORKERS', 'default')} "
                f"autotune={os.environ.get('INDUCTOR_TRITON_AUTOTUNE', 'default')}")
-    _first_call(f"ours {args.model} {args.mode} {args.dtype} {variant}",
-                zoo._step(zoo._ours(model, "capture"), params, inputs, train))
-    if args.torch:
+    if args.which != "torch":
+        _first_call(f"ours {args.model} {args.mode} {args.dtype} {variant}",
+                    zoo._step(zoo._ours(model, "capture"), params, inputs, train), args.profile)
+    if args.which != "ours":
         _first_call(f"torch.compile {args.model} {args.mode} {args.dtype}",
-                    zoo._step(torch.compile(model), params, inputs, train))
+                    zoo._step(torch.compile(model), params, inputs, train), args.profile)
     return 0
 
 

@@ -5,9 +5,13 @@
 set -uo pipefail
 source tools/device/install.sh
 export PYTHONUNBUFFERED=1
+if [ -n "${COLD_TESTS:-}" ]; then
+  timeout ${TEST_TIMEOUT:-120} python3 -m pytest -q -p no:cacheprovider -x $COLD_TESTS 2>&1 | tail -15 > "$OUT/tests.txt"
+  tail -4 "$OUT/tests.txt"
+fi
 cd tools/bench
 i=0
-for run in ${COLD_RUNS:-mobilenetv3:infer:}; do
+for run in ${COLD_RUNS:-mobilenetv3:infer:COLDPROF_WHICH=ours mobilenetv3:infer:COLDPROF_WHICH=torch}; do
   IFS=: read -r m mode envs <<< "$run"
   i=$((i+1))
   ( for kv in ${envs//,/ }; do export "$kv"; done

@@ -16,8 +16,9 @@ from typing import Any
 
 from aotgrad.optionset import OptionSet, option
 
-__all__ = ["InductorConfig", "codegen_key", "declared", "list_mode_options", "list_options",
-           "load", "options", "patch", "replace", "use_triton_interpreter", "values"]
+__all__ = ["InductorConfig", "codegen_key", "compile_worker_environment", "declared",
+           "list_mode_options", "list_options", "load", "options", "patch", "replace",
+           "use_triton_interpreter", "values"]
 
 
 def _usable_cpus() -> int:
@@ -155,3 +156,9 @@ def use_triton_interpreter() -> None:
     the whole process (Triton reads the variable when a function is decorated)."""
     if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
         os.environ["TRITON_INTERPRET"] = "1"
+
+
+def compile_worker_environment() -> dict[str, str]:
+    """The environment of Triton compile workers (`runtime/triton_workers.py`): this
+    process's, with Triton's interpreter off (workers compile for the GPU)."""
+    return {**os.environ, "TRITON_INTERPRET": "0"}

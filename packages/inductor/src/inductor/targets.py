@@ -28,7 +28,7 @@ from inductor.ir.checks import ERR_PARAM
 from inductor.ir.nodes import Buffer, ComputedBuffer
 from inductor.runtime.cpp_build import load_kernels
 from inductor.runtime.kernel_checks import triton_check
-from inductor.runtime.triton_workers import compile_in_workers
+from inductor.runtime.triton_workers import compile_in_workers, prestart
 from inductor.scheduler.fusion import FusedGroup, is_row_epilogue
 
 Kernel = CppKernel | TritonKernel
@@ -115,6 +115,7 @@ class TritonTarget:
             kernel = generate_triton_kernel(group, buffers, interpret=self.interpret)
         if self.interpret:
             return kernel
+        prestart()  # NOTE: the compile workers start while the rest of the graph lowers
         return with_arg_types(kernel, buffers)
 
     def load(self, kernels: Sequence[Kernel]) -> dict[str, Any]:

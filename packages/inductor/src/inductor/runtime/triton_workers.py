@@ -1,25 +1,41 @@
 """Parallel compilation of one graph's Triton kernels (issue 12 point 4): before the first
-launch, worker processes compile every kernel in each candidate configuration it may run
-(`JITFunction.warmup` with the argument dtypes, no launch), so the main process's JIT then
-finds each binary in Triton's on-disk cache and a cold compile takes about as long as its
-slowest kernel instead of the sum.
+launch, worker processes compile every kernel in each candidate configuration it may run, so
+the main process's JIT then finds each binary in Triton's on-disk cache and a cold compile
+takes about as long as its slowest kernel instead of the sum.
+
+How a compile reaches a worker: the main process runs the kernel's JIT up to the point where
+it would call `triton.compile` (a throwaway copy of the kernel, warmed up with mock tensors of
+the argument dtypes, its `compile` swapped for one that records its arguments), and sends
+exactly those arguments (AST source's signature, constants, attributes; options; target)
+to a worker, which calls `triton.compile` with them. The JIT's later call at the first launch
+computes the same cache key, so it loads the binary instead of compiling it. Mock tensors
+are 16-byte aligned, as the buffers we allocate are; an input that is not gets compiled by
+the JIT at its launch, as without workers.
+
+Workers (`runtime/triton_compile_worker.py`) are plain subprocesses that import only Triton
+and the kernel modules: they never re-run the user's `__main__` (as `multiprocessing`'s spawn
+would), never open a CUDA context, and are kept for the life of the process, so later graphs
+(the backward, other graphs) find them started. They start with the first GPU kernel a graph
+generates (`prestart`), overlapping their start with the rest of the compile.
 
 A kernel warmed once has a `<name>.warm` marker beside its module: later processes (warm
-starts) do not start workers for it. Only a GPU compiles anything: the interpreter's
-kernels, and options with fewer than two `triton_compile_workers`, take the serial path
-(each kernel compiled by the JIT at its first call, as before). Workers are started with
-`spawn` (a forked CUDA context is unusable) for one graph's jobs and stopped after them (a
-kept pool would hold a CUDA context per worker). A worker that fails only costs the time it
-took: its kernel is compiled at its first call as without workers (logged).
+starts) do not compile it again. Only a GPU compiles anything: the interpreter's kernels,
+and options with fewer than two `triton_compile_workers`, take the serial path (each kernel
+compiled by the JIT at its first call). A job that fails in the main process or in a worker
+only costs the time it took: its kernel is compiled at its first call (logged).
 """
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import logging
-import multiprocessing
+import pickle
+import queue
+import subprocess
+import sys
+import threading
 from collections.abc import Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +44,8 @@ from inductor import config
 
 log = logging.getLogger("inductor")
 
-MIN_COMPILES = 4  # NOTE: fewer compiles than this do not pay for starting the workers
+MIN_COMPILES = 2  # NOTE: a single compile does not pay for the round trip
+_WORKER = Path(__file__).with_name("triton_compile_worker.py")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,49 +59,161 @@ class WarmJob:
     launches: tuple[tuple[tuple[int, ...], tuple[tuple[str, int], ...]], ...]
 
 
-def warm(job: WarmJob) -> str | None:
-    """Run in a worker: compile the job's kernel in each configuration; None, or the error."""
-    try:
-        import torch
+class _Worker:
+    """One compile worker process and its pipes."""
 
-        spec = importlib.util.spec_from_file_location(f"inductor_warm.{job.name}", job.path)
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-u", str(_WORKER)], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env=config.compile_worker_environment())
+
+    def ask(self, request: tuple[Any, ...]) -> str | None:
+        """Send one compile request and wait for its answer."""
+        stdin, stdout = self.proc.stdin, self.proc.stdout
+        assert stdin is not None and stdout is not None
+        pickle.dump(request, stdin)
+        stdin.flush()
+        reply: str | None = pickle.load(stdout)
+        return reply
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+_lock = threading.Lock()
+_workers: list[_Worker] = []
+
+
+def _pool(size: int) -> list[_Worker]:
+    """The kept workers, `size` of them (dead ones replaced)."""
+    with _lock:
+        _workers[:] = [w for w in _workers if w.alive()]
+        while len(_workers) < size:
+            if not _workers:
+                atexit.register(stop_workers)
+            _workers.append(_Worker())
+        return _workers[:size]
+
+
+def prestart() -> None:
+    """Start the workers now (no wait), so they are ready when a graph's kernels are."""
+    workers = config.options.triton_compile_workers
+    if workers >= 2:
+        try:
+            _pool(workers)
+        except OSError as e:
+            log.info("triton compile workers did not start (%s); compiling serially", e)
+
+
+def stop_workers() -> None:
+    """Stop the kept workers (at exit; tests)."""
+    with _lock:
+        for w in _workers:
+            w.stop()
+        _workers.clear()
+
+
+def _load(path: str, name: str, modules: dict[str, Any]) -> Any:
+    module = modules.get(path)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(f"inductor_spec.m{len(modules)}", path)
         if spec is None or spec.loader is None:
-            return f"cannot load {job.path}"
+            raise ImportError(f"cannot load {path}")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        fn = getattr(module, job.name)
-        args = [getattr(torch, a) if isinstance(a, str) else a for a in job.args]
-        for grid, kwargs in job.launches:
-            fn.warmup(*args, grid=grid, **dict(kwargs))
-        Path(job.path).with_suffix(".warm").touch()
-    except Exception as e:  # noqa: BLE001 - reported to the parent, which compiles serially
-        return f"{type(e).__name__}: {e}"
-    return None
+        modules[path] = module
+    return getattr(module, name)
 
 
-def _executor(workers: int) -> Executor:
-    # NOTE: spawned (a forked CUDA context is unusable) and shut down after each graph's
-    # jobs: a kept pool would hold a CUDA context per worker on the device
-    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+def compile_requests(job: WarmJob, modules: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """What the JIT of `job`'s kernel would pass to `triton.compile` for each launch: run on a
+    throwaway copy of the kernel whose `compile` records its arguments instead."""
+    import torch
+    from triton.runtime.driver import driver  # type: ignore[import-untyped]  # NOTE: untyped
+    from triton.runtime.jit import MockTensor  # type: ignore[import-untyped]
+
+    fn = _load(job.path, job.name, modules)
+    fn.device_caches[driver.active.get_current_device()]  # NOTE: sets `fn.compile`
+    seen: list[tuple[Any, ...]] = []
+
+    def record(src: Any, target: Any = None, options: Any = None, **_: Any) -> object:
+        seen.append((src.signature, src.constants, src.attrs, options, target))
+        return _NOT_COMPILED
+
+    fn.compile = record
+    args = [MockTensor(getattr(torch, a)) if isinstance(a, str) else a for a in job.args]
+    for grid, kwargs in job.launches:
+        fn.warmup(*args, grid=grid, **dict(kwargs))
+    if len(seen) != len(set(map(repr, seen))) or not seen:
+        raise RuntimeError(f"the JIT of {job.name} did not compile each launch once")
+    return [(job.path, job.name, *s) for s in seen]
+
+
+_NOT_COMPILED = object()  # NOTE: what the throwaway kernel's JIT keeps instead of a binary
 
 
 def compile_in_workers(jobs: Sequence[WarmJob], interpret: bool) -> bool:
-    """Compile `jobs` in parallel worker processes; False when this takes the serial path
-    (the interpreter, fewer than two workers or jobs, fewer than `MIN_COMPILES` kernel
-    configurations, or the pool failed: each kernel is then compiled at its first call)."""
-    workers = min(config.options.triton_compile_workers, len(jobs))
+    """Compile `jobs` in the worker processes; False when this takes the serial path (the
+    interpreter, fewer than two workers, fewer than `MIN_COMPILES` kernel configurations,
+    or the workers did not start: each kernel is then compiled at its first call)."""
+    size = config.options.triton_compile_workers
     compiles = sum(len(job.launches) for job in jobs)
-    if interpret or workers < 2 or compiles < MIN_COMPILES:
+    if interpret or size < 2 or compiles < MIN_COMPILES:
         return False
     try:
-        with _executor(workers) as pool:
-            results: list[Any] = list(pool.map(warm, jobs))
-    except Exception as e:  # noqa: BLE001 - a broken pool: compile serially, logged
-        log.info("triton compile workers failed (%s: %s); compiling serially",
-                 type(e).__name__, e)
+        workers = _pool(size)
+    except OSError as e:
+        log.info("triton compile workers did not start (%s); compiling serially", e)
         return False
-    for job, error in zip(jobs, results):
-        if error is not None:
+    todo: queue.SimpleQueue[tuple[int, tuple[Any, ...]]] = queue.SimpleQueue()
+    errors: dict[int, str] = {}
+    modules: dict[str, Any] = {}
+    for i, job in enumerate(jobs):
+        try:
+            for request in compile_requests(job, modules):
+                todo.put((i, request))
+        except Exception as e:  # noqa: BLE001 - the JIT compiles it at its first call
+            errors[i] = f"{type(e).__name__}: {e}"
+    threads = [threading.Thread(target=_drive, args=(w, todo, errors), daemon=True)
+               for w in workers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    while not todo.empty():  # NOTE: every worker died before the queue emptied
+        errors[todo.get_nowait()[0]] = "no worker left"
+    for i, job in enumerate(jobs):
+        if i in errors:
             log.info("triton kernel %s not compiled in a worker (%s); compiled at its "
-                     "first call", job.name, error)
+                     "first call", job.name, errors[i])
+        else:
+            Path(job.path).with_suffix(".warm").touch()
     return True
+
+
+def _drive(worker: _Worker, todo: queue.SimpleQueue[tuple[int, tuple[Any, ...]]],
+           errors: dict[int, str]) -> None:
+    """Feed one worker requests until none are left (a worker that dies stops taking them;
+    the others finish the queue)."""
+    while True:
+        try:
+            i, request = todo.get_nowait()
+        except queue.Empty:
+            return
+        try:
+            error = worker.ask(request)
+        except (OSError, EOFError, pickle.PickleError) as e:
+            errors[i] = f"worker died: {type(e).__name__}: {e}"
+            worker.proc.kill()
+            return
+        if error is not None:
+            errors[i] = error

@@ -1,0 +1,69 @@
+"""A Triton compile worker: run as a script (`python triton_compile_worker.py`) by
+`runtime/triton_workers.py`, never imported by the compiler itself.
+
+It reads pickled requests from stdin, one at a time: `(path, name, signature, constants,
+attrs, options, target)`, as the parent's JIT would hand them to `triton.compile` for the
+kernel `name` of the module at `path`; it compiles (filling Triton's on-disk cache, which the
+parent's JIT then hits) and writes back a pickled `None` or the error's text. It imports only
+Triton and the kernel modules (no torch, no CUDA context: the target comes from the parent),
+and it exits when stdin closes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pickle
+import sys
+from typing import Any, BinaryIO
+
+_modules: dict[str, Any] = {}
+
+
+def _kernel(path: str, name: str) -> Any:
+    module = _modules.get(path)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(f"inductor_compile.m{len(_modules)}", path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {path}")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _modules[path] = module
+    return getattr(module, name)
+
+
+def compile_one(request: tuple[Any, ...]) -> str | None:
+    """Compile one request; None, or why it failed."""
+    try:
+        import triton  # type: ignore[import-untyped]  # NOTE: no type hints
+        from triton.compiler.compiler import ASTSource  # type: ignore[import-untyped]
+
+        path, name, signature, constants, attrs, options, target = request
+        fn = _kernel(path, name)
+        triton.compile(ASTSource(fn, signature, constants, attrs), target=target,
+                       options=options)
+    except Exception as e:  # noqa: BLE001 - reported to the parent, which compiles itself
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def serve(requests: BinaryIO, replies: BinaryIO) -> None:
+    """Answer requests until the input closes."""
+    while True:
+        try:
+            request = pickle.load(requests)
+        except EOFError:
+            return
+        pickle.dump(compile_one(request), replies)
+        replies.flush()
+
+
+if __name__ == "__main__":
+    # NOTE: this folder holds modules named `triton_*`; keep it off the import path
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    # NOTE: replies go to a copy of stdout; whatever else writes to stdout (Triton, a C
+    # library) lands on stderr instead of in the reply stream
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    serve(sys.stdin.buffer, replies)
