@@ -41,6 +41,7 @@ from guards.checks import (
 )
 from guards.dispatch_keys import keyset_equals
 from guards.native.plan import NativeBatch
+from guards.snapshot import Region, SnapshotSet, plan_regions
 from guards.sources import ConstSource, LocalSource
 from guards.state import current_backend
 from guards.tree import GuardNode, GuardTree
@@ -91,6 +92,10 @@ class Emitter:
         self._locals = 0
         #: Identity slot -> the local variable holding its object (see IdentityBind).
         self.identities: dict[str, str] = {}
+        #: ids of the region roots of the function being generated (`guards.snapshot`): only
+        #: their pinning check is generated; the snapshot named `snapshot_check` covers them.
+        self.regions: set[int] = set()
+        self.snapshot_check: str | None = None
 
     def const(self, value: object, hint: str = "c") -> str:
         """The closure variable holding `value` (one per distinct object; tuples of ints,
@@ -425,6 +430,13 @@ def _emit_node(node: GuardNode, base: str, out: Emitter,
         check = node.checks[0]
         EMITTERS[type(check)](check, f"({source.code(base, out.const)})", out)
         return
+    if id(node) in out.regions:
+        var = out.fresh()
+        out.emit(f"{var} = {source.code(base, out.const)}  # {source.name()}")
+        out.subject = source.name()
+        pin = next(c for c in node.checks if type(c) is IdMatch and c.holds_object())
+        _id(pin, var, out)  # NOTE: the rest of the subtree is the snapshot's
+        return
     if args is not None and isinstance(source, LocalSource):
         if source.local not in args:
             out.require("False")  # NOTE: an absent local, as a KeyError on L would be
@@ -452,6 +464,10 @@ def _body(tree: GuardTree, out: Emitter, args: dict[str, str] | None) -> list[st
     for node in tree.children:
         _emit_node(node, "L", out, args)
     batch, out.batch = out.batch, None
+    if out.snapshot_check is not None:
+        out.flush()
+        out.lines.append(f"if not {out.snapshot_check}():")
+        out.lines.append("    return refresh(L, G)  # the full guard, which re-arms")
     if batch is None or batch.empty():
         out.emit("return True")
         return out.lines
@@ -484,7 +500,19 @@ def generate(tree: GuardTree, arg_names: Sequence[str] | None = None, native: An
     global-state and backend checks go to one native Checker per function.
     """
     out = Emitter(native)
-    functions = _function("guard(L, G)", _body(tree, out, None))
+    regions, snapshot = _snapshot(tree, native)
+    if snapshot is not None:
+        # NOTE: `guard` checks the regions with one snapshot call and falls back to
+        # `refresh`, which arms the snapshot and runs `guard_full`, today's whole guard.
+        functions = _function("guard_full(L, G)", _body(tree, out, None))
+        functions += (f"    refresh = {out.const(SnapshotSet, 'snapshot_set')}("
+                      f"{out.const(snapshot, 'snapshot')}, guard_full).refresh\n")
+        out.regions = {id(region.node) for region in regions}
+        out.snapshot_check = out.const(snapshot.check, "snapshot_check")
+        functions += _function("guard(L, G)", _body(tree, out, None))
+        out.regions, out.snapshot_check = set(), None
+    else:
+        functions = _function("guard(L, G)", _body(tree, out, None))
     result = "guard"
     if arg_names is not None:
         params = {name: f"a{i}" for i, name in enumerate(arg_names)}
@@ -494,6 +522,20 @@ def generate(tree: GuardTree, arg_names: Sequence[str] | None = None, native: An
     names = out.const_order
     source = f"def make({', '.join(names)}):\n{functions}    return {result}\n"
     return source, out.const_values, names
+
+
+def _snapshot(tree: GuardTree, native: Any) -> tuple[list[Region], Any]:
+    """The snapshot regions of `tree` and their native Snapshot, or ([], None)."""
+    if native is None:
+        return [], None
+    try:
+        regions, specs = plan_regions(tree, native)
+        if not regions:
+            return [], None
+        return regions, native.Snapshot([region.spec() for region in regions], specs)
+    except Exception as exc:  # noqa: BLE001  # peeking at odd objects: no snapshot, same guard
+        LOG.debug("guards: no snapshot for this guard (%s)", exc)
+        return [], None
 
 
 def _needs_torch(tree: GuardTree) -> bool:

@@ -45,6 +45,12 @@ class GuardsConfig:
              "it cannot be built), built with g++ in a background process meanwhile guards "
              "stay pure Python. 2 (or 'sync'): the first guard waits for that build. "
              "0 (or 'off'): pure Python only")
+    snapshots: int = option(
+        1, env="GUARDS_SNAPSHOTS",
+        help="1: with the native checker, the state of objects pinned by identity (modules: "
+             "hooks, attributes, children, parameters) is checked by dict versions (one native "
+             "call) instead of reading every attribute per call; a changed version runs the "
+             "full guard. 0: always read every attribute")
     native_cache_size_limit_mb: int = option(
         256, env="GUARDS_NATIVE_CACHE_SIZE_LIMIT_MB",
         help="size of the native checker's cache (one build per torch, Python and compiler) "

@@ -51,6 +51,8 @@ LOG = logging.getLogger("guards")
 #: The extension's module name (its init function is `PyInit__guards_native`).
 MODULE_NAME = "_guards_native"
 SOURCE_NAME = "checker.cpp"
+#: Sources appended to SOURCE_NAME (the snapshots of guarded objects, `snapshot.cpp`).
+EXTRA_SOURCES = ("snapshot.cpp",)
 #: Seconds a compile may take before it is given up (a 2-core machine needs about 30).
 COMPILE_TIMEOUT_S = 600
 
@@ -104,8 +106,11 @@ def find_compiler() -> str | None:
 
 
 def source_text() -> bytes:
-    """The C++ source shipped as package data."""
-    return importlib.resources.files("guards.native").joinpath(SOURCE_NAME).read_bytes()
+    """The C++ source shipped as package data: `checker.cpp` followed by the files of
+    `EXTRA_SOURCES` (one translation unit)."""
+    files = importlib.resources.files("guards.native")
+    return b"\n".join(files.joinpath(name).read_bytes() for name in (SOURCE_NAME,
+                                                                     *EXTRA_SOURCES))
 
 
 def compiler_version(cxx: str) -> str:

@@ -568,6 +568,9 @@ PyModuleDef module_def = {
 
 }  // namespace
 
+// Defined in snapshot.cpp, which build.py appends to this file.
+bool add_snapshot_type(PyObject* module);
+
 PyMODINIT_FUNC PyInit__guards_native() {
   CheckerType.tp_name = "_guards_native.Checker";
   CheckerType.tp_basicsize = sizeof(CheckerObject);
@@ -590,6 +593,10 @@ PyMODINIT_FUNC PyInit__guards_native() {
   if (PyModule_AddObject(module, "Checker", reinterpret_cast<PyObject*>(&CheckerType)) < 0 ||
       PyModule_AddStringConstant(module, "BUILD_KEY", GUARDS_NATIVE_KEY) < 0) {
     Py_DECREF(&CheckerType);
+    Py_DECREF(module);
+    return nullptr;
+  }
+  if (!add_snapshot_type(module)) {
     Py_DECREF(module);
     return nullptr;
   }
