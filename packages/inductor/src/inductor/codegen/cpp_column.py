@@ -39,6 +39,7 @@ def column_ok(gen: KernelGen) -> bool:
     reduce_ranges = None
     last_x = outer_symbol(g.k - 1)
     contiguous_x = False
+    written: set[str] = set()
     for n in g.nodes:
         body = n.body
         assert body is not None
@@ -53,16 +54,39 @@ def column_ok(gen: KernelGen) -> bool:
             return False
         last_p = inner_symbol(len(sp.inner_ranges) - 1)
         for buf, idx in body.reads():
+            e = _sub(idx, sp.subs)
+            if buf in written and buf not in gen.locals and not _reads_inner(e):
+                continue  # NOTE: an earlier node's per-column result (`_stages`)
             if buf in writes or buf in gen.locals:
                 return False
-            e = _sub(idx, sp.subs)
             if any(str(sym).startswith("tmp") for sym in e.free_symbols):
                 return False
             if e.coeff(last_p) == 1 and e.coeff(last_x) != 0:
                 return False
             if e.coeff(last_x) == 1:
                 contiguous_x = True
+        written.add(n.name)
     return contiguous_x
+
+
+def _reads_inner(index: sympy.Expr) -> bool:
+    return any(str(sym).startswith("p") for sym in index.free_symbols)
+
+
+def _stages(nodes: Sequence[ComputedBuffer]) -> list[list[int]]:
+    """Positions of `nodes` in stages: a node reading the result of a node of the current
+    stage (a variance reading its mean) starts the next one, whose loops run after that
+    stage's results of the block are written."""
+    stages: list[list[int]] = [[]]
+    current: set[str] = set()
+    for i, n in enumerate(nodes):
+        assert n.body is not None
+        if any(buf in current for buf, _ in n.body.reads()):
+            stages.append([])
+            current = set()
+        stages[-1].append(i)
+        current.add(n.name)
+    return stages
 
 def emit_column(gen: KernelGen, w: Writer) -> None:
     """The loops of a column reduction: blocks of 64 outer elements, one accumulator each."""
@@ -85,9 +109,25 @@ def emit_column(gen: KernelGen, w: Writer) -> None:
         w.line("#pragma omp parallel for" + gen.par_if)
     w.open(f"for (int64_t xb = 0; xb < {n_last}; xb += {block})")
     w.line(f"const int64_t xe = std::min<int64_t>(xb + {block}, {n_last});")
-    x = outer_symbol(k - 1)
+    stages = _stages(g.nodes)
+    for stage in stages:
+        if len(stages) > 1:
+            w.open(f"// stage of {', '.join(g.nodes[i].name for i in stage)}")
+        _emit_stage(gen, w, stage, sp0.inner_ranges, block)
+        if len(stages) > 1:
+            w.close()
+    w.close()
+    for _ in g.outer[:-1]:
+        w.close()
+
+
+def _emit_stage(gen: KernelGen, w: Writer, stage: Sequence[int], inner: Sequence[int],
+                block: int) -> None:
+    """One block of the column reductions of the group's nodes at positions `stage`."""
+    g = gen.group
+    x = outer_symbol(g.k - 1)
     reds: list[tuple[ComputedBuffer, int, LoopOp, dict[sympy.Symbol, sympy.Expr]]] = []
-    for i, n in enumerate(g.nodes):
+    for i, n in enumerate(g.nodes[j] for j in stage):
         body = n.body
         assert body is not None
         sp = split_node(body, g.outer)
@@ -102,8 +142,8 @@ def emit_column(gen: KernelGen, w: Writer) -> None:
         if kind in ("max", "min") and vref.dtype.is_floating_point:
             w.line(f"int nan{i}[{block}] = {{0}};")
         reds.append((n, pos, red, sp.subs))
-    cascaded = column_cascade(w, reds, sp0.inner_ranges, block, ctype)
-    for j, size in enumerate(sp0.inner_ranges):
+    cascaded = column_cascade(w, reds, inner, block, ctype)
+    for j, size in enumerate(inner):
         sym = inner_symbol(j)
         w.open(f"for (int64_t {sym} = 0; {sym} < {size}; ++{sym})")
     w.line("#pragma omp simd")
@@ -127,8 +167,8 @@ def emit_column(gen: KernelGen, w: Writer) -> None:
                 w.line(f"nan{i}[{x} - xb] |= ({v} != {v});")
         w.close()
     w.close()
-    column_step(w, cascaded, sp0.inner_ranges)
-    for _ in sp0.inner_ranges:
+    column_step(w, cascaded, inner)
+    for _ in inner:
         w.close()
     column_total(w, cascaded)
     w.open(f"for (int64_t {x} = xb; {x} < xe; ++{x})")
@@ -145,6 +185,3 @@ def emit_column(gen: KernelGen, w: Writer) -> None:
         gen.emit_ops(w, n.body.ops[pos + 1:], pos + 1, subs)
         w.close()
     w.close()
-    w.close()
-    for _ in g.outer[:-1]:
-        w.close()
