@@ -131,6 +131,11 @@ def test_what_workers_compile_is_what_the_jit_finds_in_the_cache(
     assert all(Path(job.path).with_suffix(".warm").exists() for job in jobs)
     requests = [r for job in jobs for r in compile_requests(job, {})]
     assert len(requests) == sum(len(job.launches) for job in jobs)
+    # NOTE: launches with real (aligned) tensors ask for the same compiles as the mock ones
+    real = [WarmJob(job.path, job.name, tuple(  # type: ignore[arg-type]
+        torch.empty(64, dtype=getattr(torch, a)) if isinstance(a, str) else a
+        for a in job.args), job.launches) for job in jobs]
+    assert [r for job in real for r in compile_requests(job, {})] == requests
     for path, name, signature, constants, attrs, options, gpu_target in requests:
         fn = triton_workers._load(path, name, {})
         triton.compile(ASTSource(fn, signature, constants, attrs), target=gpu_target,
@@ -155,10 +160,11 @@ def test_arg_types_come_from_the_buffers() -> None:
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (the GPU box runs it)")
-def test_gpu_kernels_are_compiled_in_workers(tmp_path: Any,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gpu_kernels_are_compiled_in_workers(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+                                             caplog: pytest.LogCaptureFixture) -> None:
     import triton
 
+    caplog.set_level(logging.INFO, "inductor")
     inputs = [torch.randn(24, 40, device="cuda"), torch.randn(40, 33, device="cuda"),
               torch.randn(33, device="cuda")]
     gm = trace_aten(_model, inputs)
@@ -170,7 +176,7 @@ def test_gpu_kernels_are_compiled_in_workers(tmp_path: Any,
         stop_workers()
     kernels = [k for k in compiled.kernels if isinstance(k, TritonKernel)]
     warmed = {p.stem for p in (tmp_path / "triton").glob("*.warm")}
-    assert warmed == {k.name for k in kernels if k.split == 1 and not k.sizes}, warmed
+    assert warmed == {k.name for k in kernels if k.split == 1 and not k.sizes}, caplog.text
     compiles: list[tuple[str, bool]] = []
     monkeypatch.setattr(triton.knobs.compilation, "listener", lambda **kw: compiles.append(
         (getattr(kw["src"], "name", "?"), bool(kw.get("cache_hit")))))
@@ -181,4 +187,4 @@ def test_gpu_kernels_are_compiled_in_workers(tmp_path: Any,
         torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
     # NOTE: the first call's JIT finds every warmed kernel's binary in the cache
     missed = [name for name, hit in compiles if name in warmed and not hit]
-    assert compiles and not missed, compiles
+    assert compiles and not missed, (compiles, caplog.text)

@@ -164,7 +164,8 @@ class TritonTarget:
 
 def with_arg_types(kernel: TritonKernel, buffers: dict[str, Buffer]) -> TritonKernel:
     """`kernel` with the argument types compile workers warm it up with (its epilogue's
-    too): a buffer's dtype, int64 error slots, a CPU scalar's value type, int sizes."""
+    too): a buffer's dtype, int64 error slots, an example value of a CPU scalar's type, int
+    sizes."""
 
     def typed(k: TritonKernel) -> TritonKernel:
         types: list[str | int | float] = []
@@ -174,7 +175,7 @@ def with_arg_types(kernel: TritonKernel, buffers: dict[str, Buffer]) -> TritonKe
                 continue
             dtype = buffers[p].layout.dtype
             if p in k.scalar_params:
-                types.append(1.0 if dtype.is_floating_point else 1)
+                types.append(_example_scalar(dtype))
             else:
                 types.append(str(dtype).removeprefix("torch."))
         types += [1] * len(k.sizes)
@@ -184,6 +185,15 @@ def with_arg_types(kernel: TritonKernel, buffers: dict[str, Buffer]) -> TritonKe
     if plan is not None and plan.epilogue is not None:
         kernel = replace(kernel, matmul=replace(plan, epilogue=typed(plan.epilogue)))
     return typed(kernel)
+
+
+def _example_scalar(dtype: torch.dtype) -> int | float:
+    """A value Triton specializes as it would most values of `dtype` read from a CPU scalar:
+    floats are never specialized, a bool is a bool, an int a 32-bit one that is neither 1
+    nor a multiple of 16 (Triton specializes both)."""
+    if dtype.is_floating_point:
+        return 1.0
+    return True if dtype == torch.bool else 3
 
 
 def triton_available() -> bool:
