@@ -112,7 +112,7 @@ class InductorConfig:
         help="GPU: time a few block sizes of each Triton kernel on its first call, keep the "
              "fastest")
     triton_compile_workers: int = option(
-        min(8, max(2, _usable_cpus())), env="INDUCTOR_TRITON_COMPILE_WORKERS",
+        min(32, max(2, _usable_cpus())), env="INDUCTOR_TRITON_COMPILE_WORKERS",
         help="GPU: worker processes that compile a graph's Triton kernels (each candidate "
              "configuration) in parallel before their first launch; below 2, each kernel "
              "is compiled at its first call")
