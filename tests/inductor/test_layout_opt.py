@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import aotgrad
+import pytest
 import torch
 import torch.nn.functional as F
 from inductor.decompositions import decomposition_table
@@ -86,3 +87,115 @@ def test_declines_off_its_devices_and_when_conversions_do_not_pay() -> None:
 
     gm2 = _graph(many_outputs, *args)
     assert channels_last_convolutions(gm2, devices=("cpu",)) is gm2
+
+
+# --------------------------------------------------------------------------- CPU training
+
+
+def _train_net(x: torch.Tensor, w1: torch.Tensor, g1: torch.Tensor, b1: torch.Tensor,
+               w2: torch.Tensor, g2: torch.Tensor, b2: torch.Tensor,
+               wf: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    y = F.relu(F.batch_norm(F.conv2d(x, w1, padding=1), None, None, g1, b1, training=True))
+    z = F.relu(F.batch_norm(F.conv2d(y, w2, stride=2, padding=1), None, None, g2, b2,
+                            training=True))
+    return F.linear(z.mean((2, 3)), wf).square().sum(), z  # z: a user-visible activation
+
+
+def _train_args() -> list[torch.Tensor]:
+    torch.manual_seed(0)
+    shapes = [(2, 3, 16, 16), (16, 3, 3, 3), (16,), (16,), (16, 16, 3, 3), (16,), (16,),
+              (4, 16)]
+    return [torch.randn(s, requires_grad=True) for s in shapes]
+
+
+def _saved_activations(fn: Any, args: list[torch.Tensor]) -> tuple[list[torch.Tensor], Any]:
+    saved: list[torch.Tensor] = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t,
+                                                  lambda t: t):
+        out = fn(*args)
+    ids = {id(a) for a in args}
+    return [t for t in saved if t.dim() == 4 and t.shape[0] == 2 and id(t) not in ids], out
+
+
+def _copies_in_conv_backward(loss: torch.Tensor) -> list[list[int]]:
+    """Shapes of the batch-sized tensors a convolution backward copied (oneDNN converting
+    an activation whose layout disagrees with the others) during `loss.backward()`."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        loss.backward()
+    shapes = []
+    for event in prof.events():
+        if event.name != "aten::copy_" or not event.input_shapes[0]:
+            continue
+        parent = event.cpu_parent
+        while parent is not None and parent.name != "aten::convolution_backward":
+            parent = parent.cpu_parent
+        if parent is not None and event.input_shapes[0][0] == 2:
+            shapes.append(event.input_shapes[0])
+    return shapes
+
+
+@pytest.mark.parametrize("target", ["cpp", "triton"])
+def test_cpu_training_step_runs_channels_last(target: str) -> None:
+    # A training forward aotgrad compiles (its saved values marked): on the CPU its
+    # activations go channels-last, the saved ones stay so, the backward is compiled for
+    # them and its convolutions copy no activation; outputs and gradients equal eager's.
+    if target == "triton":
+        pytest.importorskip("triton")
+    from inductor.backend import make_compiler
+
+    compile_graph = make_compiler({"cpu_backend": target})
+    graphs: list[fx.GraphModule] = []
+
+    def keep(gm: fx.GraphModule, example_inputs: list[Any]) -> Any:
+        graphs.append(gm)
+        return compile_graph(gm, example_inputs)
+
+    compiled = aotgrad.aot_function(_train_net, keep, decompositions=decomposition_table())
+    args = _train_args()
+    want_loss, want_z = _train_net(*args)
+    want_loss.backward()
+    want = [a.grad.clone() for a in args]  # type: ignore[union-attr]
+    compiled(*args)[0].backward()  # NOTE: compiles both graphs
+    for a in args:
+        a.grad = None
+    saved, (loss, z) = _saved_activations(compiled, args)
+    assert saved and all(t.is_contiguous(memory_format=torch.channels_last) for t in saved
+                         if t.shape[1] == 16)
+    assert z.stride() == want_z.stride()  # user-visible: eager's strides
+    torch.testing.assert_close(loss, want_loss, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(z, want_z, atol=1e-4, rtol=1e-4)
+    assert _copies_in_conv_backward(loss) == []
+    for a, g in zip(args, want):
+        assert a.grad is not None and a.grad.stride() == g.stride()
+        torch.testing.assert_close(a.grad, g, atol=1e-4, rtol=1e-4)
+    _fw_gm, bw_gm = graphs
+    saved_inputs = [n.meta["example_value"] for n in bw_gm.graph.nodes
+                    if n.op == "placeholder"]
+    assert any(v.dim() == 4 and v.is_contiguous(memory_format=torch.channels_last)
+               and not v.is_contiguous() for v in saved_inputs)
+
+
+def test_training_forward_leaves_saved_outputs_channels_last() -> None:
+    from aotgrad.saved_layout import SAVED_OUTPUTS_START
+
+    def fwd(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> Any:
+        y = F.relu(F.conv2d(x, w1, padding=1))
+        z = F.relu(F.conv2d(y, w2, stride=2, padding=1))
+        return z.sum(), y, z  # as a partitioned forward: a loss, then two saved values
+
+    torch.manual_seed(0)
+    args = (torch.randn(2, 3, 16, 16), torch.randn(16, 3, 3, 3), torch.randn(16, 16, 3, 3))
+    gm = _graph(fwd, *args)
+    assert channels_last_convolutions(gm) is gm  # inference on the CPU keeps its layout
+    gm.meta[SAVED_OUTPUTS_START] = 1
+    new = channels_last_convolutions(gm)
+    assert new is not gm
+    loss, y, z = new(*args)
+    assert y.is_contiguous(memory_format=torch.channels_last) and not y.is_contiguous()
+    assert z.is_contiguous(memory_format=torch.channels_last)
+    want = gm(*args)
+    torch.testing.assert_close((loss, y, z), tuple(want), atol=1e-4, rtol=1e-4)
+    gm.meta[SAVED_OUTPUTS_START] = 3  # all user-visible: restoring them would not pay
+    assert channels_last_convolutions(gm) is gm

@@ -85,7 +85,10 @@ def checked_compiler(compiler: Compiler) -> Compiler:
                         "instead of computing it; it does not support data-dependent values")
             return outs
 
-        return run
+        # NOTE: the strides the compiled graph reports (`aotgrad.saved_layout`) stay visible
+        checked: Any = run
+        checked.output_strides = getattr(compiled, "output_strides", None)
+        return checked  # type: ignore[no-any-return]  # the function `run`
 
     return compile_graph
 

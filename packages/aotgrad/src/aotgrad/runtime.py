@@ -18,6 +18,7 @@ from torch import fx
 from aotgrad.double_backward import Recompute, double_backward
 from aotgrad.functionalize import FunctionalGraph, OutputSpec
 from aotgrad.gradmode import needs_grad_mode, with_grad_mode
+from aotgrad.saved_layout import compile_forward
 
 __all__ = ["Compiler", "InferenceRunner", "SavedBytesCounter", "TrainingRunner", "example_inputs"]
 
@@ -196,9 +197,12 @@ class TrainingRunner:
         self.forward = forward
         self.num_fwd_outputs = num_fwd_outputs
         self.fw_gm = fw_gm
-        self.bw_gm = bw_gm
         self.plain = _is_plain(forward)
-        fw = fw_compiler(fw_gm, example_inputs(fw_gm))
+        # NOTE: the saved values take the layout the forward's compiler gives them; the
+        # backward is compiled for that layout (`aotgrad.saved_layout`).
+        fw, bw_gm = compile_forward(fw_compiler, fw_gm, bw_gm, num_fwd_outputs,
+                                    example_inputs(fw_gm))
+        self.bw_gm = bw_gm
         self._fw = with_grad_mode(fw) if needs_grad_mode(fw_gm) else fw
         self._bw_examples = example_inputs(bw_gm)
         self._bw_compiler = bw_compiler

@@ -1,4 +1,4 @@
-"""Channels-last activations for convolution graphs on the GPU.
+"""Channels-last activations for convolution graphs: on the GPU, and in training on the CPU.
 
 cuDNN's convolutions run in NHWC: given NCHW activations it transposes each input and each
 output around the convolution (in GPU ResNet-50 inference a quarter of the convolutions'
@@ -9,8 +9,18 @@ on fake tensors, and lowering takes buffer layouts from them), so after the firs
 conversions are no-ops and are dropped. Graph outputs keep the strides they had.
 
 The rewrite is kept only where it pays: at most one conversion (into the first convolution,
-or back for an output) per two convolutions. A training forward graph whose saved
-activations are outputs would need a conversion per activation and keeps its layout.
+or back for an output) per two convolutions.
+
+A training forward that aotgrad compiles (`aotgrad.saved_layout`) returns the values saved
+for the backward after its user-visible outputs; those keep the layout the pass gives them
+(the compiled graph reports its output strides, and the backward is compiled for them). On
+the CPU (oneDNN) such a forward is rewritten too: an NCHW stride-2 convolution's backward
+copies its input inside (16x32x64x64: 66 ms against 35 ms channels-last), and a 3-channel
+NCHW input costs the forward convolution ~5x. There the pass is kept when the bytes it
+converts are at most half the bytes of the convolutions' inputs. CPU inference keeps its
+layout. In such a step's backward, a convolution whose saved input is the graph's own NCHW
+input (the first one) gets a channels-last gradient; oneDNN would copy the larger gradient
+to NCHW, so the input is converted instead (`channels_last_backward_inputs`).
 """
 
 from __future__ import annotations
@@ -19,14 +29,17 @@ import logging
 from typing import Any
 
 import torch
+from aotgrad.saved_layout import propagate_layouts, same_strides, saved_outputs_start
 from torch import fx
-from torch.utils._pytree import tree_map
 
 log = logging.getLogger("inductor")
 
 aten = torch.ops.aten
 _CONV = aten.convolution.default
+_CONV_BW = aten.convolution_backward.default
 _CL = torch.channels_last
+# NOTE: the dtypes oneDNN convolves on the CPU (others take ATen's own loops)
+_ONEDNN_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 def _val(node: Any) -> Any:
@@ -41,82 +54,172 @@ def _candidate(node: fx.Node, devices: tuple[str, ...]) -> bool:
             and x.is_floating_point() and not x.is_contiguous(memory_format=_CL))
 
 
-def _repropagate(graph: fx.Graph) -> bool:
-    """Recompute every call's example value on fake tensors; False if one cannot be."""
-    mode = None
-    for node in graph.nodes:
-        v = _val(node)
-        if isinstance(v, torch.Tensor) and hasattr(v, "fake_mode"):
-            mode = v.fake_mode
-            break
-    if mode is None:
-        return False
-    for node in graph.nodes:
-        if node.op != "call_function":
-            continue
-        args = tree_map(_val, node.args)
-        kwargs = tree_map(_val, dict(node.kwargs))
-        try:
-            with mode:
-                value = node.target(*args, **kwargs)
-        except Exception:  # noqa: BLE001 - an op fake tensors cannot run: keep the layout
+def _training_cpu(gm: fx.GraphModule, convs: list[fx.Node]) -> int | None:
+    """The position of the first saved output of a training forward whose convolutions run
+    on the CPU with oneDNN; None for any other graph."""
+    start = saved_outputs_start(gm)
+    if start is None or not _onednn():
+        return None
+    for conv in convs:
+        x = _val(conv.args[0])
+        if not isinstance(x, torch.Tensor) or x.device.type != "cpu" \
+                or x.dtype not in _ONEDNN_DTYPES:
+            return None
+    return start
+
+
+def _onednn() -> bool:
+    # NOTE: torch leaves `is_available` unannotated
+    available: bool = torch.backends.mkldnn.is_available()  # type: ignore[no-untyped-call]
+    return available and bool(torch.backends.mkldnn.enabled)
+
+
+def _bytes(value: Any) -> int:
+    if not isinstance(value, torch.Tensor):
+        return 0
+    return int(value.numel()) * value.element_size()
+
+
+def _is_cl(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.dim() == 4 \
+        and value.is_contiguous(memory_format=_CL) and not value.is_contiguous()
+
+
+class _Rewrite:
+    """A copy of a graph whose activations are converted to channels-last at some uses
+    (`convert`), then re-derived on fake tensors (`finish`): conversions that became no-ops
+    dropped, outputs given back the strides they had, except those from `free_from` on (a
+    training forward's saved values)."""
+
+    def __init__(self, gm: fx.GraphModule) -> None:
+        self.gm = gm
+        self.graph = fx.Graph()
+        env: dict[fx.Node, fx.Node] = {}
+        self.out = self.graph.graph_copy(gm.graph, env)
+        for old, new in env.items():
+            new.meta = dict(old.meta)
+        self.outputs = list(self.out) if isinstance(self.out, (tuple, list)) else [self.out]
+        self.before = [_val(o).stride() if isinstance(_val(o), torch.Tensor) else None
+                       for o in self.outputs]
+        #: the example values converted (into a convolution, or back for an output)
+        self.conversions: list[Any] = []
+
+    def convert(self, node: fx.Node, index: int) -> None:
+        """Make argument `index` of `node` channels-last."""
+        with self.graph.inserting_before(node):
+            cl = self.graph.call_function(aten.clone.default, (node.args[index],),
+                                          {"memory_format": _CL})
+        args = list(node.args)
+        args[index] = cl
+        node.args = tuple(args)
+
+    def finish(self, free_from: int | None = None) -> bool:
+        """Propagate the layouts and restore the outputs; False where it cannot be done."""
+        graph = self.graph
+        if not propagate_layouts(graph):
             return False
-        node.meta = {**node.meta, "example_value": value}
-    return True
+        for node in list(graph.nodes):
+            if node.op == "call_function" and node.target is aten.clone.default \
+                    and node.kwargs.get("memory_format") is _CL:
+                src = _val(node.args[0])
+                if src.is_contiguous(memory_format=_CL):
+                    node.replace_all_uses_with(node.args[0])
+                    graph.erase_node(node)
+                else:
+                    self.conversions.append(src)
+        restored: list[Any] = []
+        for i, (o, stride) in enumerate(zip(self.outputs, self.before)):
+            v = _val(o)
+            free = free_from is not None and i >= free_from  # NOTE: saved for the backward
+            if isinstance(v, torch.Tensor) and stride is not None and not free \
+                    and not same_strides(v.shape, v.stride(), stride):
+                if not _val_was_contiguous(v.shape, stride):
+                    return False  # NOTE: only a contiguous output's strides are restored
+                o = graph.call_function(aten.clone.default, (o,),
+                                        {"memory_format": torch.contiguous_format})
+                o.meta = {"example_value": v.clone(memory_format=torch.contiguous_format)}
+                self.conversions.append(v)
+            restored.append(o)
+        out = self.out
+        graph.output(type(out)(restored) if isinstance(out, (tuple, list)) else restored[0])
+        graph.lint()
+        return True
+
+    def module(self) -> fx.GraphModule:
+        new_gm = fx.GraphModule(self.gm, self.graph)
+        new_gm.meta = dict(self.gm.meta)
+        return new_gm
 
 
 def channels_last_convolutions(gm: fx.GraphModule,
                                devices: tuple[str, ...] = ("cuda",)) -> fx.GraphModule:
-    """`gm` with channels-last activations around its convolutions on `devices` (cuDNN's;
-    the C++ target's CPU convolutions keep their layout), or `gm` itself when the rewrite
-    would not pay or cannot be made (module docstring)."""
+    """`gm` with channels-last activations around its convolutions on `devices` (cuDNN's),
+    or on the CPU in a training forward, or `gm` itself when the rewrite would not pay or
+    cannot be made (module docstring)."""
     convs = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is _CONV]
-    if len(convs) < 2 or not any(_candidate(n, devices) for n in convs):
+    free_from = _training_cpu(gm, convs)
+    if free_from is not None:
+        devices = (*devices, "cpu")
+    if not convs or not any(_candidate(n, devices) for n in convs):
         return gm
-    graph = fx.Graph()
-    env: dict[fx.Node, fx.Node] = {}
-    out = graph.graph_copy(gm.graph, env)
-    for old, new in env.items():
-        new.meta = dict(old.meta)
-    for node in list(graph.nodes):
+    if free_from is None and len(convs) < 2:
+        return gm
+    rewrite = _Rewrite(gm)
+    for node in list(rewrite.graph.nodes):
         if node.op == "call_function" and node.target is _CONV and _candidate(node, devices):
-            with graph.inserting_before(node):
-                cl = graph.call_function(aten.clone.default, (node.args[0],),
-                                         {"memory_format": _CL})
-            node.args = (cl, *node.args[1:])
-    outputs = list(out) if isinstance(out, (tuple, list)) else [out]
-    before = [_val(o).stride() if isinstance(_val(o), torch.Tensor) else None for o in outputs]
-    if not _repropagate(graph):
+            rewrite.convert(node, 0)
+    if not rewrite.finish(free_from):
         return gm
-    conversions = 0
-    for node in list(graph.nodes):
-        if node.op == "call_function" and node.target is aten.clone.default \
-                and node.kwargs.get("memory_format") is _CL:
-            src = _val(node.args[0])
-            if src.is_contiguous(memory_format=_CL):
-                node.replace_all_uses_with(node.args[0])
-                graph.erase_node(node)
-            else:
-                conversions += 1
-    restored: list[Any] = []
-    for o, stride in zip(outputs, before):
-        v = _val(o)
-        if isinstance(v, torch.Tensor) and stride is not None and v.stride() != stride:
-            if not _val_was_contiguous(v.shape, stride):
-                return gm  # NOTE: only a contiguous output's strides are restored
-            with graph.inserting_after(list(graph.nodes)[-1]):  # NOTE: no output node yet
-                o = graph.call_function(aten.clone.default, (o,),
-                                        {"memory_format": torch.contiguous_format})
-            o.meta = {"example_value": v.clone(memory_format=torch.contiguous_format)}
-            conversions += 1
-        restored.append(o)
-    if 2 * conversions > len(convs):
+    if not _pays(convs, rewrite.conversions, training=free_from is not None):
         return gm
-    graph.output(type(out)(restored) if isinstance(out, (tuple, list)) else restored[0])
-    graph.lint()
     log.info("inductor: channels-last activations around %d convolutions (%d conversions)",
-             len(convs), conversions)
-    return fx.GraphModule(gm, graph)
+             len(convs), len(rewrite.conversions))
+    return rewrite.module()
+
+
+def _pays(convs: list[fx.Node], conversions: list[Any], *, training: bool) -> bool:
+    """GPU: at most one conversion per two convolutions. CPU training: the bytes converted
+    at most half the bytes entering the convolutions (what oneDNN reorders or copies around
+    each NCHW convolution, forward and backward)."""
+    if not training:
+        return 2 * len(conversions) <= len(convs)
+    converted = sum(_bytes(v) for v in conversions)
+    entering = sum(_bytes(_val(c.args[0])) for c in convs)
+    return 2 * converted <= entering
+
+
+def _mixed_backward(node: fx.Node) -> bool:
+    """A CPU convolution backward (oneDNN) whose gradient is channels-last, its input and
+    weight not, and its input smaller than the gradient: oneDNN would run it NCHW and copy
+    the gradient; converting the input instead is cheaper, and the convolution then runs
+    channels-last."""
+    if node.op != "call_function" or node.target is not _CONV_BW:
+        return False
+    grad, x, weight = (_val(a) for a in node.args[:3])
+    return (isinstance(x, torch.Tensor) and x.device.type == "cpu" and x.dim() == 4
+            and x.dtype in _ONEDNN_DTYPES and _is_cl(grad) and not _is_cl(x)
+            and not _is_cl(weight) and _bytes(x) < _bytes(grad))
+
+
+def channels_last_backward_inputs(gm: fx.GraphModule) -> fx.GraphModule:
+    """`gm` with the input of each CPU convolution backward converted to channels-last where
+    its gradient is channels-last and the input smaller (`_mixed_backward`): the backward of
+    a training forward that `channels_last_convolutions` rewrote, whose first convolution
+    saved the graph's own NCHW input. `gm` itself when there is none or the rewrite cannot
+    be made; outputs keep their strides."""
+    if not _onednn() or not any(
+            _mixed_backward(n) for n in gm.graph.nodes):
+        return gm
+    rewrite = _Rewrite(gm)
+    count = 0
+    for node in list(rewrite.graph.nodes):
+        if _mixed_backward(node):
+            rewrite.convert(node, 1)
+            count += 1
+    if not rewrite.finish():
+        return gm
+    log.info("inductor: channels-last inputs for %d convolution backwards", count)
+    return rewrite.module()
 
 
 def _val_was_contiguous(shape: torch.Size, stride: tuple[int, ...]) -> bool:
@@ -125,3 +228,12 @@ def _val_was_contiguous(shape: torch.Size, stride: tuple[int, ...]) -> bool:
         expected.append(acc)
         acc *= max(size, 1)
     return all(s == e or n == 1 for s, e, n in zip(stride, reversed(expected), shape))
+
+
+def output_strides(gm: fx.GraphModule) -> list[tuple[int, ...] | None]:
+    """The strides of `gm`'s outputs as its example values have them (None: a non-tensor):
+    what its compiled graph returns."""
+    (result,) = next(n for n in gm.graph.nodes if n.op == "output").args
+    values = result if isinstance(result, (tuple, list)) else [result]
+    return [tuple(v.stride()) if isinstance(v, torch.Tensor) else None
+            for v in (_val(o) for o in values)]

@@ -32,7 +32,11 @@ from inductor.dynamic import (
 )
 from inductor.ir.nodes import BufferView, ComputedBuffer, ExternKernel
 from inductor.ir.verify import verify
-from inductor.layout_opt import channels_last_convolutions
+from inductor.layout_opt import (
+    channels_last_backward_inputs,
+    channels_last_convolutions,
+    output_strides,
+)
 from inductor.lowering import load_rules
 from inductor.lowering.context import LoweringContext
 from inductor.lowering.extern import aten_only_reason, aten_op_counts
@@ -59,6 +63,9 @@ class CompiledGraph:
     steps: list[Step]
     extern_calls: dict[str, int]
     timings: dict[str, float] = field(default_factory=dict)
+    #: the strides of the outputs (None: a non-tensor), where a pass chose other strides
+    #: than the graph's example values have (`aotgrad.saved_layout`); None: theirs.
+    output_strides: list[tuple[int, ...] | None] | None = None
 
     def __call__(self, *args: Any) -> tuple[Any, ...]:
         return self.call(*args)
@@ -208,8 +215,9 @@ def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> 
         return _aten_only(gm, reason)
     if is_symbolic_graph(gm, example_inputs):
         return _compile_symbolic(gm, example_inputs)
-    gm = channels_last_convolutions(gm)
-    gm = unfuse_matmul_bias(gm, _unfuses_bias)
+    laid_out = channels_last_backward_inputs(channels_last_convolutions(gm))
+    strides = output_strides(laid_out) if laid_out is not gm else None
+    gm = unfuse_matmul_bias(laid_out, _unfuses_bias)
     t0 = time.perf_counter()
     key = graph_key(gm, example_inputs)
     cached = _plans.get(key) if key is not None else None
@@ -230,7 +238,7 @@ def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> 
                               runs_on_cpu(planned.steps))
     compiled = CompiledGraph(call, planned.wrapper_source, kernels, planned.steps,
                              dict(planned.ctx.extern_calls),
-                             {"plan": t1 - t0, "build": t2 - t1})
+                             {"plan": t1 - t0, "build": t2 - t1}, strides)
     if planned.ctx.extern_calls:
         log.info("extern calls: %s", dict(planned.ctx.extern_calls))
     if output_code_log.isEnabledFor(logging.DEBUG) or config.options.debug:
