@@ -6,8 +6,8 @@ set -uo pipefail
 source tools/device/install.sh
 export PYTHONUNBUFFERED=1
 if [ -n "${COLD_TESTS:-}" ]; then
-  timeout ${TEST_TIMEOUT:-120} python3 -m pytest -q -p no:cacheprovider -x $COLD_TESTS 2>&1 | tail -15 > "$OUT/tests.txt"
-  tail -4 "$OUT/tests.txt"
+  timeout ${TEST_TIMEOUT:-120} python3 -m pytest -q -p no:cacheprovider --tb=short $COLD_TESTS > "$OUT/tests.txt" 2>&1
+  grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/tests.txt" | tail -12
 fi
 cd tools/bench
 i=0
