@@ -199,3 +199,27 @@ def test_training_forward_leaves_saved_outputs_channels_last() -> None:
     torch.testing.assert_close((loss, y, z), tuple(want), atol=1e-4, rtol=1e-4)
     gm.meta[SAVED_OUTPUTS_START] = 3  # all user-visible: restoring them would not pay
     assert channels_last_convolutions(gm) is gm
+
+
+def test_rewritten_training_forward_is_written_to_disk_and_read_back() -> None:
+    # NOTE: the plan cache keys the graph the passes rewrote, not the one compiled: the
+    # on-disk form is found by the compiled graph's own key.
+    from aotgrad.saved_layout import SAVED_OUTPUTS_START
+    from inductor.backend import make_compiler
+
+    def fwd(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> Any:
+        y = F.relu(F.conv2d(x, w1, padding=1))
+        return F.conv2d(y, w2, stride=2, padding=1).sum(), y
+
+    torch.manual_seed(0)
+    args = (torch.randn(2, 3, 16, 16), torch.randn(16, 3, 3, 3), torch.randn(16, 16, 3, 3))
+    gm = _graph(fwd, *args)
+    gm.meta[SAVED_OUTPUTS_START] = 1
+    compile_graph: Any = make_compiler({})
+    compiled = compile_graph(gm, [n.meta["example_value"] for n in gm.graph.nodes
+                                  if n.op == "placeholder"])
+    assert compiled.output_strides is not None
+    loaded = compile_graph.load_compiled(compile_graph.save_compiled(compiled, gm))
+    got, want = loaded(*args), gm(*args)
+    assert got[1].is_contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(tuple(got), tuple(want), atol=1e-4, rtol=1e-4)

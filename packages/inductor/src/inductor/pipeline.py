@@ -66,6 +66,8 @@ class CompiledGraph:
     #: the strides of the outputs (None: a non-tensor), where a pass chose other strides
     #: than the graph's example values have (`aotgrad.saved_layout`); None: theirs.
     output_strides: list[tuple[int, ...] | None] | None = None
+    #: the plan cache's key of the graph compiled (after the graph passes), if cacheable
+    plan_key: str | None = None
 
     def __call__(self, *args: Any) -> tuple[Any, ...]:
         return self.call(*args)
@@ -238,7 +240,7 @@ def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> 
                               runs_on_cpu(planned.steps))
     compiled = CompiledGraph(call, planned.wrapper_source, kernels, planned.steps,
                              dict(planned.ctx.extern_calls),
-                             {"plan": t1 - t0, "build": t2 - t1}, strides)
+                             {"plan": t1 - t0, "build": t2 - t1}, strides, key)
     if planned.ctx.extern_calls:
         log.info("extern calls: %s", dict(planned.ctx.extern_calls))
     if output_code_log.isEnabledFor(logging.DEBUG) or config.options.debug:

@@ -121,7 +121,9 @@ def save_compiled(compiled: Any, gm: fx.GraphModule) -> dict[str, Any]:
     if compiled.wrapper_source.startswith(_ATEN_ONLY):
         return {"kind": "aten", "graph": GraphCode.of(gm), "note": compiled.wrapper_source,
                 "extern_calls": dict(compiled.extern_calls)}
-    key = pipeline.graph_key(gm, example_inputs(gm))
+    # NOTE: the key of the graph planned, which passes (channels-last layouts) may have
+    # rewritten from `gm`
+    key = compiled.plan_key or pipeline.graph_key(gm, example_inputs(gm))
     planned = pipeline._plans.get(key) if key is not None else None
     if planned is None or planned.wrapper_source != compiled.wrapper_source:
         raise aot_cache.Uncacheable("the graph's plan is not in the plan cache")
