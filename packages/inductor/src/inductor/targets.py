@@ -188,12 +188,15 @@ def with_arg_types(kernel: TritonKernel, buffers: dict[str, Buffer]) -> TritonKe
 
 
 def _example_scalar(dtype: torch.dtype) -> int | float:
-    """A value Triton specializes as it would most values of `dtype` read from a CPU scalar:
-    floats are never specialized, a bool is a bool, an int a 32-bit one that is neither 1
-    nor a multiple of 16 (Triton specializes both)."""
+    """A value Triton compiles for as it would for most values of `dtype` read from a CPU
+    scalar (kernels take those unspecialized, `TritonKernel.seeds`, but an int's width still
+    follows its value): floats and bools as such; an int64 as a 64-bit value (the random
+    seed, drawn from [0, 2**62), is the int64 scalar GPU graphs have), other ints 32-bit."""
     if dtype.is_floating_point:
         return 1.0
-    return True if dtype == torch.bool else 3
+    if dtype == torch.bool:
+        return True
+    return 2**40 + 3 if dtype == torch.int64 else 3
 
 
 def triton_available() -> bool:

@@ -2,10 +2,11 @@
 `runtime/triton_workers.py`, never imported by the compiler itself.
 
 It reads pickled requests from stdin, one at a time: `(path, name, signature, constants,
-attrs, options, target)`, as the parent's JIT would hand them to `triton.compile` for the
-kernel `name` of the module at `path`; it compiles (filling Triton's on-disk cache, which the
-parent's JIT then hits), builds the kernel's C launcher there too, and writes back a pickled
-`None` or the error's text. It imports only
+attrs, options, target, launcher)`, as the parent's JIT would hand them to `triton.compile`
+for the kernel `name` of the module at `path`; it compiles (filling Triton's on-disk cache,
+which the parent's JIT then hits), with `launcher` builds the kernel's C launcher there too
+(the parent asks once per argument signature), and writes back a pickled `None` or the
+error's text. It imports only
 Triton and the kernel modules (no torch, no CUDA context: the target comes from the parent),
 and it exits when stdin closes.
 """
@@ -39,13 +40,14 @@ def compile_one(request: tuple[Any, ...]) -> str | None:
         import triton  # type: ignore[import-untyped]  # NOTE: no type hints
         from triton.compiler.compiler import ASTSource  # type: ignore[import-untyped]
 
-        path, name, signature, constants, attrs, options, target = request
+        path, name, signature, constants, attrs, options, target, launcher = request
         fn = _kernel(path, name)
         kernel = triton.compile(ASTSource(fn, signature, constants, attrs), target=target,
                                 options=options)
     except Exception as e:  # noqa: BLE001 - reported to the parent, which compiles itself
         return f"{type(e).__name__}: {e}"
-    _build_launcher(kernel, target)
+    if launcher:
+        _build_launcher(kernel, target)
     return None
 
 

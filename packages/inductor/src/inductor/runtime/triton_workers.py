@@ -177,10 +177,13 @@ def compile_in_workers(jobs: Sequence[WarmJob], interpret: bool) -> bool:
     todo: queue.SimpleQueue[tuple[int, tuple[Any, ...]]] = queue.SimpleQueue()
     errors: dict[int, str] = {}
     modules: dict[str, Any] = {}
+    launchers: set[str] = set()  # NOTE: one C launcher build per argument signature
     for i, job in enumerate(jobs):
         try:
             for request in compile_requests(job, modules):
-                todo.put((i, request))
+                signature = repr((request[2], sorted(request[3].items())))
+                todo.put((i, (*request, signature not in launchers)))
+                launchers.add(signature)
         except Exception as e:  # noqa: BLE001 - the JIT compiles it at its first call
             errors[i] = f"{type(e).__name__}: {e}"
     threads = [threading.Thread(target=_drive, args=(w, todo, errors), daemon=True)
