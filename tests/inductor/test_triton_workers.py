@@ -165,6 +165,8 @@ def test_gpu_kernels_are_compiled_in_workers(tmp_path: Any, monkeypatch: pytest.
     import triton
 
     caplog.set_level(logging.INFO, "inductor")
+    monkeypatch.setenv("TRITON_INTERPRET", "0")  # NOTE: an earlier test may have set it
+    clear_launchers()
     inputs = [torch.randn(24, 40, device="cuda"), torch.randn(40, 33, device="cuda"),
               torch.randn(33, device="cuda")]
     gm = trace_aten(_model, inputs)
