@@ -183,3 +183,25 @@ def test_aot_eager_training_graphs_keep_their_layouts() -> None:
     assert len(graphs) == 2
     assert saved_outputs_start(graphs[0]) is not None
     assert saved_outputs_start(graphs[1]) is None
+
+
+def test_gradients_keep_exact_strides_without_a_copy_where_only_size_one_dims_differ() -> None:
+    # A depthwise weight's gradient [C, 1, 3, 3] comes out channels-last as (9, 1, 3, 1):
+    # the same memory as eager's (9, 9, 3, 1), given back as a view, not a copy.
+    def build(graph: fx.Graph, saved: fx.Node) -> tuple[fx.Node, ...]:
+        first = graph.call_function(aten.slice.Tensor, (saved, 1, 0, 1))
+        return (graph.call_function(aten.mul.Tensor, (first, 2.0)),)
+
+    bw = _graph(build, (2, 4, 3, 3))
+    (old_out,) = next(n for n in bw.graph.nodes if n.op == "output").args[0]
+    assert old_out.meta["example_value"].stride() == (9, 9, 3, 1)
+    new = restride_backward(bw, [(36, 1, 12, 4)])
+    assert new is not None
+    (out,) = next(n for n in new.graph.nodes if n.op == "output").args[0]
+    assert out.target is aten.as_strided.default
+    assert out.args[0].meta["example_value"].stride() == (9, 1, 3, 1)
+    assert out.meta["example_value"].stride() == (9, 9, 3, 1)
+    x = torch.randn(2, 4, 3, 3)
+    (got,) = new(x.to(memory_format=CL))
+    assert got.stride() == (9, 9, 3, 1)
+    torch.testing.assert_close(got, x[:, :1] * 2.0, rtol=0, atol=0)

@@ -30,8 +30,8 @@ import torch
 from torch import fx
 from torch.utils._pytree import tree_map
 
-__all__ = ["compile_forward", "propagate_layouts", "restride_backward", "same_strides",
-           "saved_outputs_start"]
+__all__ = ["compile_forward", "propagate_layouts", "restore_strides", "restride_backward",
+           "same_strides", "saved_outputs_start"]
 
 log = logging.getLogger("aotgrad")
 
@@ -70,6 +70,28 @@ def _is_contiguous(shape: Sequence[int], stride: Sequence[int]) -> bool:
         expected.append(acc)
         acc *= max(size, 1)
     return same_strides(shape, stride, list(reversed(expected)))
+
+
+def restore_strides(graph: fx.Graph, node: fx.Node,
+                    stride: tuple[int, ...]) -> fx.Node | None:
+    """A node appended to `graph` giving `node`'s value with `stride`, the strides it had
+    before a layout changed: a view where the two lay it out alike (they differ in
+    dimensions of size 1), a copy where `stride` is contiguous; None otherwise."""
+    value = _value(node)
+    aten = torch.ops.aten
+    if same_strides(value.shape, value.stride(), stride):
+        out = graph.call_function(aten.as_strided.default,
+                                  (node, list(value.shape), list(stride),
+                                   value.storage_offset()))
+        out.meta = {"example_value": value.as_strided(value.shape, stride,
+                                                      value.storage_offset())}
+        return out
+    if not _is_contiguous(value.shape, stride):
+        return None
+    out = graph.call_function(aten.clone.default, (node,),
+                              {"memory_format": torch.contiguous_format})
+    out.meta = {"example_value": value.clone(memory_format=torch.contiguous_format)}
+    return out
 
 
 def _fake_mode(graph: fx.Graph) -> Any:
@@ -153,13 +175,10 @@ def restride_backward(bw_gm: fx.GraphModule, saved: Strides) -> fx.GraphModule |
         return None
     restored: list[Any] = []
     for o, stride in zip(outputs, before):
-        value = _value(o)
-        if stride is not None and not same_strides(value.shape, value.stride(), stride):
-            if not _is_contiguous(value.shape, stride):
+        if isinstance(o, fx.Node) and stride is not None and _strides(_value(o)) != stride:
+            o = restore_strides(graph, o, stride)
+            if o is None:
                 return None
-            o = graph.call_function(torch.ops.aten.clone.default, (o,),
-                                    {"memory_format": torch.contiguous_format})
-            o.meta = {"example_value": value.clone(memory_format=torch.contiguous_format)}
         restored.append(o)
     graph.output(type(out)(restored) if isinstance(out, (tuple, list)) else restored[0])
     graph.lint()

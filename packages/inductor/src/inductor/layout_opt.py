@@ -29,7 +29,7 @@ import logging
 from typing import Any
 
 import torch
-from aotgrad.saved_layout import propagate_layouts, same_strides, saved_outputs_start
+from aotgrad.saved_layout import propagate_layouts, restore_strides, saved_outputs_start
 from torch import fx
 
 log = logging.getLogger("inductor")
@@ -131,14 +131,14 @@ class _Rewrite:
         for i, (o, stride) in enumerate(zip(self.outputs, self.before)):
             v = _val(o)
             free = free_from is not None and i >= free_from  # NOTE: saved for the backward
-            if isinstance(v, torch.Tensor) and stride is not None and not free \
-                    and not same_strides(v.shape, v.stride(), stride):
-                if not _val_was_contiguous(v.shape, stride):
-                    return False  # NOTE: only a contiguous output's strides are restored
-                o = graph.call_function(aten.clone.default, (o,),
-                                        {"memory_format": torch.contiguous_format})
-                o.meta = {"example_value": v.clone(memory_format=torch.contiguous_format)}
-                self.conversions.append(v)
+            if isinstance(o, fx.Node) and isinstance(v, torch.Tensor) and not free \
+                    and stride is not None and tuple(v.stride()) != tuple(stride):
+                # NOTE: only a contiguous output's strides are restored by a copy
+                o = restore_strides(graph, o, tuple(stride))
+                if o is None:
+                    return False
+                if o.target is aten.clone.default:
+                    self.conversions.append(v)
             restored.append(o)
         out = self.out
         graph.output(type(out)(restored) if isinstance(out, (tuple, list)) else restored[0])
@@ -220,14 +220,6 @@ def channels_last_backward_inputs(gm: fx.GraphModule) -> fx.GraphModule:
         return gm
     log.info("inductor: channels-last inputs for %d convolution backwards", count)
     return rewrite.module()
-
-
-def _val_was_contiguous(shape: torch.Size, stride: tuple[int, ...]) -> bool:
-    expected, acc = [], 1
-    for size in reversed(shape):
-        expected.append(acc)
-        acc *= max(size, 1)
-    return all(s == e or n == 1 for s, e, n in zip(stride, reversed(expected), shape))
 
 
 def output_strides(gm: fx.GraphModule) -> list[tuple[int, ...] | None]:
