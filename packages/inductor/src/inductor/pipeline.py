@@ -41,6 +41,7 @@ from inductor.lowering import load_rules
 from inductor.lowering.context import LoweringContext
 from inductor.lowering.extern import aten_only_reason, aten_op_counts
 from inductor.lowering.matmul import matmul_templates
+from inductor.mm_pad import pad_matmuls
 from inductor.runtime.build_errors import CompilerUnusable
 from inductor.runtime.cudagraphs import cudagraph_call, runs_on_cpu
 from inductor.runtime.process_caches import register_clear
@@ -145,6 +146,10 @@ def _unfuses_bias(device: torch.device) -> bool:
     return has_target(device) and target_for(device).unfuses_matmul_bias
 
 
+def _pads_matmuls(device: torch.device) -> bool:
+    return has_target(device) and target_for(device).pads_matmuls
+
+
 def _can_fuse(group: FusedGroup, node: ComputedBuffer, outer: tuple[int, ...]) -> bool:
     return target_for(node.layout.device).can_fuse(group, node, outer)
 
@@ -219,7 +224,7 @@ def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> 
         return _compile_symbolic(gm, example_inputs)
     laid_out = channels_last_backward_inputs(channels_last_convolutions(gm))
     strides = output_strides(laid_out) if laid_out is not gm else None
-    gm = unfuse_matmul_bias(laid_out, _unfuses_bias)
+    gm = pad_matmuls(unfuse_matmul_bias(laid_out, _unfuses_bias), _pads_matmuls)
     t0 = time.perf_counter()
     key = graph_key(gm, example_inputs)
     cached = _plans.get(key) if key is not None else None

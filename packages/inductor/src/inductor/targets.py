@@ -40,6 +40,7 @@ class Target(Protocol):
     name: str
     matmul_templates: bool  # generates matmuls itself (`lowering/matmul.py`) under max_autotune
     unfuses_matmul_bias: bool  # adds an addmm's bias in its pointwise consumer (bias_unfuse.py)
+    pads_matmuls: bool  # pads half-precision mm columns to 16-byte rows (mm_pad.py)
 
     def generate(self, group: FusedGroup, buffers: dict[str, Buffer]) -> Kernel:
         """The kernel of one fused group."""
@@ -67,6 +68,7 @@ class CppTarget:
     name = "cpp"
     matmul_templates = False
     unfuses_matmul_bias = False
+    pads_matmuls = False
 
     def generate(self, group: FusedGroup, buffers: dict[str, Buffer]) -> Kernel:
         """The group's `extern "C"` function (`codegen/cpp.py`)."""
@@ -104,6 +106,7 @@ class TritonTarget:
         self.name = "triton-interpreter" if interpret else "triton"
         self.matmul_templates = True
         self.unfuses_matmul_bias = True
+        self.pads_matmuls = True
 
     def generate(self, group: FusedGroup, buffers: dict[str, Buffer]) -> Kernel:
         """The group's `@triton.jit` kernel source and its launch configuration (two
