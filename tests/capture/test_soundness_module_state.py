@@ -154,3 +154,86 @@ def test_requires_grad_changes_in_training(backend: str) -> None:
             p.requires_grad_(False)
 
     _run([freeze, unfreeze, freeze_head, unfreeze], backend, grad=True)
+
+
+def _offset_bias(n: Net) -> None:
+    n.head.bias.data = torch.randn(6)[1:]  # NOTE: same shape and strides, storage offset 1
+
+
+def _offset_weight_back(n: Net) -> None:
+    n.head.weight.data = torch.randn(5, 6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS_HERE)
+def test_storage_offset_and_leafness_of_parameters(backend: str) -> None:
+    """Facts capture's guards do not check (aotgrad's call key reads them itself)."""
+    def non_leaf_weight(n: Net) -> None:
+        w = n.blocks[2].conv.weight
+        w.requires_grad_(False)
+        with torch.enable_grad():
+            w.mul_(torch.ones((), requires_grad=True))  # NOTE: now requires grad, no leaf
+        assert not w.is_leaf and w.requires_grad
+
+    _run([_offset_bias, _offset_weight_back, _offset_bias], backend)
+    _run([_offset_bias, non_leaf_weight], backend, grad=True)
+
+
+class Cast(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+        self.norm = nn.LayerNorm(3)
+        self.out = nn.Linear(3, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.lin(x.to(self.lin.weight.dtype))
+        return self.out(self.norm(h.float()).to(self.out.weight.dtype))
+
+
+@pytest.mark.parametrize("backend", BACKENDS_HERE)
+def test_parameter_dtype_and_shape_changes(backend: str) -> None:
+    capture.reset()
+    torch.manual_seed(0)
+    model = Cast()
+    compiled = capture.optimize(model, backend=backend)
+    x = torch.randn(2, 4)
+    changes: list[Callable[[], object]] = [
+        lambda: None,
+        lambda: model.lin.to(torch.float64),
+        lambda: model.lin.to(torch.float32),
+        lambda: setattr(model.out.weight, "data", torch.randn(2, 3).t().contiguous().t()),
+        lambda: setattr(model, "out", nn.Linear(3, 2).double()),
+        lambda: model.out.weight.requires_grad_(False),
+    ]
+    for step, change in enumerate(changes):
+        change()
+        for _ in range(2):
+            expected = model(x)
+            actual = compiled(x)
+            assert_same(actual, expected, f"step {step}")
+            params = [p for p in model.parameters() if p.requires_grad]
+            assert_same(list(torch.autograd.grad(actual.sum(), params)),
+                        list(torch.autograd.grad(model(x).sum(), params)), f"step {step} grads")
+
+
+def test_aot_eager_call_key_trusts_only_guarded_inputs() -> None:
+    """The graph marks its guarded inputs for the backend; aotgrad reads them."""
+    if "aot_eager" not in BACKENDS_HERE:
+        pytest.skip("aot_eager is not registered")
+    api = pytest.importorskip("aotgrad.api")
+    made: list[object] = []
+    original = api.GuardedInputs.of
+
+    def spy(gm: object, lifted: int) -> object:
+        result = original(gm, lifted)
+        made.append(result)
+        return result
+
+    api.GuardedInputs.of = staticmethod(spy)
+    try:
+        _run([_offset_bias], "aot_eager")
+    finally:
+        api.GuardedInputs.of = original
+    guarded = [g for g in made if g is not None]
+    assert guarded, "no graph marked its guarded inputs"
+    assert all(len(g.offset) >= 20 for g in guarded)  # type: ignore[attr-defined]

@@ -37,6 +37,54 @@ FastEntry = tuple[Runner, list[int] | None, bool, Any, bool]
 _FLAT_LEAF_TYPES = (int, float, bool)
 _NOT_FLAT = object()
 
+#: `GraphModule.meta` key: per placeholder, whether the caller checks that input's tensor
+#: metadata before every call (capture's guards: a TensorMatch of exact class, dtype, device,
+#: layout, requires_grad, static sizes, strides where a size is not 1 and not 0).
+GUARDED_INPUTS = "guarded_inputs"
+
+
+class GuardedInputs:
+    """Which flat arguments `_fast_key` reads in full, and which only in what the caller's
+    guards leave unchecked: the storage offset, leafness where the tensor requires grad,
+    strides where a size is 1 or 0."""
+
+    __slots__ = ("full", "leaf", "offset", "size", "strides")
+
+    def __init__(self, size: int, full: list[int], offset: list[int], leaf: list[int],
+                 strides: list[int]) -> None:
+        self.size = size
+        self.full = full
+        self.offset = offset
+        self.leaf = leaf
+        self.strides = strides
+
+    @staticmethod
+    def of(gm: torch.nn.Module, lifted: int) -> GuardedInputs | None:
+        """For a graph whose `meta[GUARDED_INPUTS]` marks its placeholders, called with
+        `lifted` module tensors first (never guarded); None without marks."""
+        marks = getattr(gm, "meta", {}).get(GUARDED_INPUTS) if isinstance(
+            gm, fx.GraphModule) else None
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"] if isinstance(
+            gm, fx.GraphModule) else []
+        if not isinstance(marks, tuple) or len(marks) != len(placeholders) or not any(marks):
+            return None
+        full = list(range(lifted))
+        offset: list[int] = []
+        leaf: list[int] = []
+        strides: list[int] = []
+        for i, (mark, node) in enumerate(zip(marks, placeholders), start=lifted):
+            example = node.meta.get("example_value")
+            if mark is not True or not isinstance(example, torch.Tensor) or not all(
+                    type(s) is int for s in (*example.shape, *example.stride())):
+                full.append(i)
+                continue
+            offset.append(i)
+            if example.requires_grad:
+                leaf.append(i)
+            if 1 in example.shape or 0 in example.shape:
+                strides.append(i)  # NOTE: the strides the guards do not compare
+        return GuardedInputs(lifted + len(placeholders), full, offset, leaf, strides)
+
 
 def _tensor_key(t: torch.Tensor, training: bool) -> tuple[Any, ...]:
     # NOTE: leafness matters to training: an in-place write to a leaf that requires grad
@@ -143,6 +191,8 @@ class AotCompiled:
         # NOTE: the grad modes a captured graph switches to, in order (`LiftedModule`): the
         # graph starts in the caller's grad mode and leaves the last one set.
         self._grad_switches: tuple[bool, ...] = getattr(fn, "grad_switches", ())
+        #: Inputs whose metadata the caller guards before every call (`GuardedInputs`).
+        self._guarded: GuardedInputs | None = getattr(fn, "guarded", None)
 
     def _key(self, leaves: Sequence[Any], training: bool, structure: Any) -> tuple[Any, ...]:
         parts: list[Any] = [training, structure]
@@ -199,12 +249,25 @@ class AotCompiled:
         an entry of `cache` found by the full lookup on its first use.
         """
         tensor = torch.Tensor
+        guarded = self._guarded
         try:
-            parts = [(type(a), a.dtype, a.device, a.shape, a.stride(), a.storage_offset(),
-                      a.requires_grad, a.is_leaf) if isinstance(a, tensor) else
-                     (((float, repr(a)) if type(a) is float else (type(a), a))
-                      if type(a) in _FLAT_LEAF_TYPES else _NOT_FLAT)
-                     for a in args]
+            if guarded is not None and len(args) == guarded.size:
+                # NOTE: capture's guards checked the other facts of these inputs just now.
+                checked: list[Any] = [args[i] for i in guarded.full]
+                parts = [(type(a), a.dtype, a.device, a.shape, a.stride(), a.storage_offset(),
+                          a.requires_grad, a.is_leaf) if isinstance(a, tensor) else
+                         (((float, repr(a)) if type(a) is float else (type(a), a))
+                          if type(a) in _FLAT_LEAF_TYPES else _NOT_FLAT)
+                         for a in checked]
+                parts.append(tuple([args[i].storage_offset() for i in guarded.offset]))
+                parts.append(tuple([args[i].is_leaf for i in guarded.leaf]))
+                parts.append(tuple([args[i].stride() for i in guarded.strides]))
+            else:
+                parts = [(type(a), a.dtype, a.device, a.shape, a.stride(), a.storage_offset(),
+                          a.requires_grad, a.is_leaf) if isinstance(a, tensor) else
+                         (((float, repr(a)) if type(a) is float else (type(a), a))
+                          if type(a) in _FLAT_LEAF_TYPES else _NOT_FLAT)
+                         for a in args]
         except TypeError:  # an unhashable value in a tensor subclass' metadata
             return None
         if _NOT_FLAT in parts:
@@ -502,6 +565,8 @@ class LiftedModule:
         self.swap_names = [n for n, _ in everything]
         self.swap_inputs = [index[id(t)] for _, t in everything]
         self.grad_switches = _grad_switches(module)
+        #: Inputs whose metadata the caller guards (`GuardedInputs`), or None.
+        self.guarded = GuardedInputs.of(module, len(self.names))
 
     def state_key(self) -> tuple[bool, ...]:
         """The modules' train/eval flags: a traced graph depends on them."""

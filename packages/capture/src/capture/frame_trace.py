@@ -20,6 +20,7 @@ from capture import graph_errors, logs, resume, runtime_checks
 from capture.backend_call import call_backend
 from capture.bytecode import codegen
 from capture.graph_break import GraphBreakKind, unsupported
+from capture.guard_builder import guarded_inputs
 from capture.interp import load_handlers
 from capture.interp.lookup_guards import guard_own_defaults
 from capture.interp.translator import Translator
@@ -82,6 +83,7 @@ def trace_and_codegen(
         if cf.option("verbose") or logs.graph_log.isEnabledFor(logging.DEBUG):
             logs.verbose_print("graph", marker, gm.print_readable(print_output=False))
         example_inputs = [example for _, example, _ in output.inputs]
+        gm.meta["guarded_inputs"] = guarded_inputs(output)
         replays = not output.side_effects.is_empty()
         compiled = call_backend(cf, gm, example_inputs, replays)
         if graph_errors.needs_guard(gm, replays):

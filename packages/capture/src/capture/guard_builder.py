@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import guards
+import torch
 from guards.checks import is_guardable_constant
 from guards.sources import Source
 
-from capture.output_graph import GuardKind, GuardRecord, Identity
+from capture.output_graph import GuardKind, GuardRecord, Identity, OutputGraph
 from capture.shape_guards import ShapeGuards
 
 
@@ -63,3 +64,22 @@ def _add_aliasing(builder: guards.GuardBuilder, identities: list[Identity]) -> N
     for members in groups.values():
         if len(members) > 1 or len(members[0]) > 1:
             builder.add_aliasing(members)
+
+
+def guarded_inputs(output: OutputGraph) -> tuple[bool, ...]:
+    """Per graph input (placeholder order): whether the entry's guards check its tensor
+    metadata in full before every call: a TensorMatch (exact class, dtype, device, layout,
+    requires_grad, sizes, strides where a size is not 1) with no symbolic size or stride.
+
+    Backends may read it as `gm.meta["guarded_inputs"]` and skip re-reading those facts per
+    call (aotgrad's call key does): the compiled graph is called first thing by the entry's
+    code, right after its guard passed, with the values read at the guarded sources.
+    """
+    marks = []
+    for source, example, value in output.inputs:
+        fake = getattr(value, "fake", None)
+        marks.append(
+            isinstance(example, torch.Tensor) and isinstance(fake, torch.Tensor)
+            and (source, GuardKind.TENSOR_MATCH) in output.guards
+            and all(type(s) is int for s in (*fake.shape, *fake.stride())))
+    return tuple(marks)
