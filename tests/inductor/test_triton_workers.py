@@ -190,3 +190,27 @@ def test_gpu_kernels_are_compiled_in_workers(tmp_path: Any, monkeypatch: pytest.
     # NOTE: the first call's JIT finds every warmed kernel's binary in the cache
     missed = [name for name, hit in compiles if name in warmed and not hit]
     assert compiles and not missed, (compiles, caplog.text)
+
+
+def test_gpu_kernels_stay_compiled_ones_after_interpreted_kernels_ran(tmp_path: Path) -> None:
+    """A process that ran interpreted kernels (CPU tensors) still builds GPU kernels as
+    compiled ones: an interpreted kernel given device pointers would read them as host
+    memory. The interpreter is on only while interpreted kernels are imported and run."""
+    from triton.runtime.jit import JITFunction
+
+    inputs = [torch.randn(24, 40), torch.randn(40, 33), torch.randn(33)]
+    with config.patch(OPTIONS):
+        compile_aten(trace_aten(_model, inputs), inputs)(*inputs)
+    with config.patch(cpu_backend="triton"):
+        p = plan(trace_aten(_model, inputs), inputs)
+    gpu = [TritonTarget(interpret=False).generate(g, p.ctx.buffers)
+           for g in p.steps if isinstance(g, FusedGroup)]
+    clear_launchers()
+    try:
+        with config.patch(cache_dir=str(tmp_path)):
+            launchers = load_triton_kernels([k for k in gpu if isinstance(k, TritonKernel)
+                                             and k.matmul is None])
+    finally:
+        clear_launchers()
+    assert launchers and all(isinstance(launcher.fn, JITFunction)
+                             for launcher in launchers.values())

@@ -10,7 +10,9 @@ effect (read it as `config.options.<name>`); `patch(...)` overrides options with
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +20,7 @@ from aotgrad.optionset import OptionSet, option
 
 __all__ = ["InductorConfig", "codegen_key", "compile_worker_environment", "declared",
            "list_mode_options", "list_options", "load", "options", "patch", "replace",
-           "use_triton_interpreter", "values"]
+           "triton_interpreter", "values"]
 
 
 def _usable_cpus() -> int:
@@ -151,11 +153,23 @@ def codegen_key() -> tuple[tuple[str, Any], ...]:
 
 
 
-def use_triton_interpreter() -> None:
-    """Make `@triton.jit` build interpreted kernels (`TRITON_INTERPRET=1`) from now on, for
-    the whole process (Triton reads the variable when a function is decorated)."""
-    if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
-        os.environ["TRITON_INTERPRET"] = "1"
+@contextlib.contextmanager
+def triton_interpreter(on: bool) -> Iterator[None]:
+    """Within this block `@triton.jit` builds interpreted kernels (`on`: `TRITON_INTERPRET=1`)
+    or compiled ones (`TRITON_INTERPRET=0`); Triton reads the variable when a function is
+    decorated and while the interpreter runs one, so interpreted kernels are imported and run
+    inside `triton_interpreter(True)`, GPU kernels imported inside `triton_interpreter(False)`
+    (a process may have both: a GPU kernel built as an interpreted one would read device
+    pointers as host memory). The previous value is restored after."""
+    before = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1" if on else "0"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["TRITON_INTERPRET"]
+        else:
+            os.environ["TRITON_INTERPRET"] = before
 
 
 def compile_worker_environment() -> dict[str, str]:

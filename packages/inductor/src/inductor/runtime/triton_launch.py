@@ -63,9 +63,9 @@ def _import(kernel: TritonKernel, path: Path) -> Any:
         # install of Triton without numpy must still load its kernels)
         from inductor.runtime.triton_math import interpret_triton_library
 
-        config.use_triton_interpreter()
         interpret_triton_library()
-    spec.loader.exec_module(module)
+    with config.triton_interpreter(kernel.interpret):
+        spec.loader.exec_module(module)
     return module
 
 
@@ -345,6 +345,15 @@ class Launcher:
         return best
 
 
+class InterpretedLauncher(Launcher):
+    """A launcher of a kernel Triton's interpreter runs: Triton must see the interpreter on
+    while it runs (`config.triton_interpreter`)."""
+
+    def __call__(self, *args: Any) -> None:
+        with config.triton_interpreter(True):
+            super().__call__(*args)
+
+
 def kernel_module(kernel: TritonKernel) -> tuple[Any, Path]:
     """The kernel's module (written to `cache_dir/triton` and imported) and the path of its
     tuning record (`<name>.best`)."""
@@ -370,7 +379,8 @@ def load_triton_kernels(kernels: Sequence[TritonKernel]) -> dict[str, Any]:
         with _lock:
             launcher = _launchers.get(k.name)
             if launcher is None:
-                launcher = Launcher(k, *kernel_module(k))
+                cls = InterpretedLauncher if k.interpret else Launcher
+                launcher = cls(k, *kernel_module(k))
                 _launchers[k.name] = launcher
         out[k.name] = launcher
     return out

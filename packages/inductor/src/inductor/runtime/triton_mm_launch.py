@@ -104,6 +104,13 @@ class MatmulLauncher:
         return [*jobs, WarmJob(str(path), k.name, k.arg_types, launches)]
 
     def __call__(self, *args: Any) -> None:
+        if self.kernel.interpret:
+            with config.triton_interpreter(True):
+                self._call(args)
+        else:
+            self._call(args)
+
+    def _call(self, args: Sequence[Any]) -> None:
         if self.choice is None:
             self.choice = self._choose(args)
         if self.choice == ATEN:

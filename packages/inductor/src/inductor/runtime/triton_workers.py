@@ -129,7 +129,8 @@ def _load(path: str, name: str, modules: dict[str, Any]) -> Any:
         if spec is None or spec.loader is None:
             raise ImportError(f"cannot load {path}")
         module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        with config.triton_interpreter(False):
+            spec.loader.exec_module(module)
         modules[path] = module
     return getattr(module, name)
 
