@@ -128,6 +128,18 @@ PyObject* ordered_dict_type() {
   return cls;
 }
 
+// The class attribute `name` of `type` along its MRO (borrowed, or null); assigns the type a
+// version tag as a side effect. Never called without dict versions (arm() returns first).
+PyObject* class_lookup(PyTypeObject* type, PyObject* name) {
+#if GUARDS_HAVE_DICT_VERSIONS
+  return _PyType_Lookup(type, name);
+#else
+  (void)type;
+  (void)name;
+  return nullptr;
+#endif
+}
+
 bool is_dict_like(PyObject* obj) {
   PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(obj));
   return PyDict_CheckExact(obj) || (type == ordered_dict_type());
@@ -162,7 +174,7 @@ PyObject* type_lookup(PyTypeObject* type, const char* name) {
   if (key == nullptr) {
     return nullptr;
   }
-  PyObject* found = _PyType_Lookup(type, key);
+  PyObject* found = class_lookup(type, key);
   Py_DECREF(key);
   return found;
 }
@@ -205,7 +217,7 @@ bool record_object(Records& records, PyObject* obj, PyObject** dict_out) {
 // An attribute `name` of an object recorded with `record_object` is its instance dict's
 // entry when the class has no data descriptor of that name.
 bool plain_attribute(PyObject* obj, PyObject* name) {
-  PyObject* found = _PyType_Lookup(Py_TYPE(obj), name);
+  PyObject* found = class_lookup(Py_TYPE(obj), name);
   return found == nullptr || Py_TYPE(found)->tp_descr_set == nullptr;
 }
 
@@ -277,9 +289,8 @@ bool arm_region(SnapshotObject* self, const Region& region) {
         break;
       }
       if (step.kind == kInstanceDict) {
-        if (!PyUnicode_Check(step.key) || _PyType_Lookup(Py_TYPE(parent), step.key) ==
-                                              nullptr ||
-            Py_TYPE(_PyType_Lookup(Py_TYPE(parent), step.key)) != &PyGetSetDescr_Type) {
+        PyObject* descr = class_lookup(Py_TYPE(parent), step.key);
+        if (descr == nullptr || Py_TYPE(descr) != &PyGetSetDescr_Type) {
           ok = false;
           break;
         }
