@@ -1,6 +1,7 @@
-"""Half-precision matmuls with unaligned output rows padded (`inductor/mm_pad.py`): the graph
-rewrite (which products, what they become), and compiled results equal eager's on the Triton
-target (Triton's interpreter on CPU tensors, or the GPU)."""
+"""Half-precision matmuls with unaligned leading dimensions computed on aligned copies
+(`inductor/mm_pad.py`): the graph rewrite (which products, what they become), and compiled
+results equal eager's on the Triton target (Triton's interpreter on CPU tensors, or the
+GPU), for the head of a language model and the two products of its backward."""
 
 from __future__ import annotations
 
@@ -61,6 +62,40 @@ def test_small_products_are_left_alone() -> None:
 
     gm = trace_aten(f, _inputs(1001, torch.float16))
     assert pad_matmuls(gm, lambda device: True) is gm
+
+
+def _grad_input(g: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return g @ w  # NOTE: the inner size is the vocabulary's
+
+
+def _grad_weight(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    return g.t() @ x  # NOTE: a transposed view of a matrix of odd width
+
+
+def test_backward_products_are_aligned() -> None:
+    g = torch.randn(256, 1001, dtype=torch.bfloat16, device=DEVICE)
+    w = torch.randn(1001, 128, dtype=torch.bfloat16, device=DEVICE)
+    x = torch.randn(256, 128, dtype=torch.bfloat16, device=DEVICE)
+    grad_input = pad_matmuls(trace_aten(_grad_input, [g, w]), lambda device: True)
+    (mm,) = [n for n in grad_input.graph.nodes if n.target is aten.mm.default]
+    assert [tuple(example_value(a).shape) for a in mm.args] == [(256, 1008), (1008, 128)]
+    grad_weight = pad_matmuls(trace_aten(_grad_weight, [g, x]), lambda device: True)
+    (mm,) = [n for n in grad_weight.graph.nodes if n.target is aten.mm.default]
+    assert example_value(mm.args[0]).is_contiguous()
+    assert aten.constant_pad_nd.default not in _targets(grad_weight)
+
+
+@pytest.mark.parametrize("fn, shapes", [(_grad_input, [(256, 1001), (1001, 128)]),
+                                        (_grad_weight, [(256, 1001), (256, 128)])])
+def test_backward_products_equal_eager(fn: Any, shapes: list[tuple[int, int]]) -> None:
+    g = torch.Generator().manual_seed(1)
+    inputs = [torch.randn(s, generator=g).to(DEVICE, torch.bfloat16) for s in shapes]
+    (got,) = compile_triton(fn, inputs)(*inputs)
+    want = fn(*inputs)
+    ref = fn(*(t.double() for t in inputs))
+    assert got.shape == want.shape and got.stride() == want.stride()
+    bound = (want.double() - ref).abs().max().item()
+    assert (got.double() - ref).abs().max().item() <= 1.5 * bound + 1e-6
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])

@@ -1,15 +1,20 @@
-"""Half-precision matmuls whose output rows are not 16-byte aligned, padded on targets that
-want it.
+"""Half-precision matmuls whose operands or output rows are not 16-byte aligned, padded on
+targets that want it.
 
-cuBLAS picks its kernels by the alignment of the leading dimensions. A float16/bfloat16
-`mm` whose output has a column count that is not a multiple of 8 (GPT-2's language-model
-head: 50257 vocabulary columns) gets a slow fallback kernel: on an H100, 1.65 ms per call of
-GPT-2's head in bfloat16 against 0.23 ms for the same product with 50264 columns. Here such an
-`mm(a, b)` becomes `mm(a, pad(b))` with `b`'s columns padded with zeros to a multiple of 8,
-and the result is the first `n` columns, copied out to the layout the graph had (a kernel of
-its own, or fused into a pointwise consumer). The padded columns are zeros times `a`, so the
-kept columns are the same products. A target says whether it wants this
-(`Target.pads_matmuls`: Triton yes; the C++ target's BLAS calls are left as measured).
+cuBLAS picks its kernels by the alignment of the leading dimensions. A float16/bfloat16 `mm`
+with a leading dimension that is not a multiple of 8 elements (GPT-2's language-model head:
+50257 vocabulary columns) gets a slow fallback kernel: on an H100, 1.65 ms per call of GPT-2's
+head in bfloat16 against 0.23 ms for the same product with 50264 columns. Here such an
+`mm(a, b)` computes on aligned copies instead:
+- an unaligned inner size `k`: `a`'s columns and `b`'s rows padded with zeros to a multiple
+  of 8 (the padded terms are zero products, so the sums are the same products);
+- an unaligned output width `n`: `b`'s columns padded with zeros, and the result cut back to
+  `n` columns, copied out to the layout the graph had (a kernel of its own, or fused into a
+  pointwise consumer);
+- an operand whose own layout is unaligned (a transposed view of a matrix of odd width, as
+  the backward of the head reads its gradient): copied to a contiguous one.
+A target says whether it wants this (`Target.pads_matmuls`: Triton yes; the C++ target's
+BLAS calls are left as measured).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from torch.fx.node import Argument
 aten = torch.ops.aten
 
 ALIGN = 8  # NOTE: elements of a 2-byte dtype in 16 bytes
-MIN_WORK = 1 << 24  # NOTE: m * n * k below this is not worth an extra copy
+MIN_WORK = 1 << 24  # NOTE: m * n * k below this is not worth the copies
 
 
 def _value(node: object) -> torch.Tensor | None:
@@ -33,27 +38,43 @@ def _value(node: object) -> torch.Tensor | None:
     return val if isinstance(val, torch.Tensor) else None
 
 
-def _candidate(node: fx.Node, wanted: Callable[[torch.device], bool]) -> bool:
-    """A 2-D half-precision `mm` with enough work whose column count is not aligned, on a
-    device whose target wants it padded; its operands' values are known."""
+def _unaligned(t: torch.Tensor) -> bool:
+    """Whether cuBLAS would see `t` (2-D) with a leading dimension or start that is not a
+    multiple of 8 elements (or not as a matrix with a unit stride at all)."""
+    rows, cols = t.shape
+    s0, s1 = t.stride()
+    if s1 == 1 or cols == 1:
+        lead = s0
+    elif s0 == 1 or rows == 1:
+        lead = s1
+    else:
+        return True
+    return lead % ALIGN != 0 or t.storage_offset() % ALIGN != 0
+
+
+def _plan(node: fx.Node, wanted: Callable[[torch.device], bool]) -> tuple[bool, ...] | None:
+    """For a 2-D half-precision `mm` with enough work on a device whose target wants it:
+    (pad k, pad n, copy a, copy b) when any is needed, else None."""
     if node.op != "call_function" or node.target is not aten.mm.default or node.kwargs:
-        return False
+        return None
     out, a, b = _value(node), *(_value(x) for x in node.args)
     if out is None or a is None or b is None:
-        return False
+        return None
     if out.dtype not in (torch.float16, torch.bfloat16) or out.dim() != 2:
-        return False
+        return None
     m, n = out.shape
     k = a.shape[1]
-    if not all(isinstance(d, int) for d in (m, n, k)) or n % ALIGN == 0:
-        return False
-    return m * n * k >= MIN_WORK and wanted(out.device)
+    if not all(isinstance(d, int) for d in (m, n, k)) or m * n * k < MIN_WORK:
+        return None
+    pad_k, pad_n = k % ALIGN != 0, n % ALIGN != 0
+    plan = (pad_k, pad_n, not pad_k and _unaligned(a), not (pad_k or pad_n) and _unaligned(b))
+    return plan if any(plan) and wanted(out.device) else None
 
 
 def pad_matmuls(gm: fx.GraphModule, wanted: Callable[[torch.device], bool]) -> fx.GraphModule:
-    """`gm` with each candidate `mm(a, b)` (see `_candidate`) computed on `b` padded to a
-    multiple of 8 columns and cut back: a copy of `gm` when any changed, else `gm` itself."""
-    if not any(_candidate(n, wanted) for n in gm.graph.nodes):
+    """`gm` with each `mm(a, b)` that `_plan` picks computed on aligned copies of its
+    operands (cut back to its own size): a copy of `gm` when any changed, else `gm`."""
+    if not any(_plan(n, wanted) for n in gm.graph.nodes):
         return gm
     graph = fx.Graph()
     env: dict[fx.Node, fx.Node] = {}
@@ -62,26 +83,60 @@ def pad_matmuls(gm: fx.GraphModule, wanted: Callable[[torch.device], bool]) -> f
     for old, new in env.items():
         new.meta = dict(old.meta)
     for node in list(graph.nodes):
-        if not _candidate(node, wanted):
+        plan = _plan(node, wanted)
+        if plan is None:
             continue
+        pad_k, pad_n, copy_a, copy_b = plan
         a, b = node.args
-        val, bval = _value(node), _value(b)
-        assert val is not None and bval is not None
+        assert isinstance(a, fx.Node) and isinstance(b, fx.Node)
+        val = _value(node)
+        assert val is not None
         n = val.shape[1]
-        pad = -n % ALIGN
+        k_extra = -_shape(a)[1] % ALIGN
+        n_extra = -n % ALIGN
         with graph.inserting_before(node):
-            padded_b = _call(graph, aten.constant_pad_nd.default, (b, [0, pad], 0.0),
-                             aten.constant_pad_nd.default(bval, [0, pad], 0.0))
-            product = _call(graph, aten.mm.default, (a, padded_b),
-                            aten.mm.default(_value(a), padded_b.meta["val"]))
-            kept = _call(graph, aten.slice.Tensor, (product, 1, 0, n),
-                         aten.slice.Tensor(product.meta["val"], 1, 0, n))
-            copied = graph.call_function(aten.clone.default, (kept,),
-                                         {"memory_format": torch.contiguous_format})
-            copied.meta = dict(node.meta)  # NOTE: the original product's size and strides
-        node.replace_all_uses_with(copied)
+            if pad_k:
+                a = _pad(graph, a, [0, k_extra])
+            elif copy_a:
+                a = _contiguous(graph, a)
+            if pad_k or pad_n:
+                b = _pad(graph, b, [0, n_extra, 0, k_extra])
+            elif copy_b:
+                b = _contiguous(graph, b)
+            product = _call(graph, aten.mm.default, (a, b),
+                            aten.mm.default(_value(a), _value(b)))
+            result = product
+            if pad_n:
+                kept = _call(graph, aten.slice.Tensor, (product, 1, 0, n),
+                             aten.slice.Tensor(_value(product), 1, 0, n))
+                result = graph.call_function(aten.clone.default, (kept,),
+                                             {"memory_format": torch.contiguous_format})
+            result.meta = dict(node.meta)  # NOTE: the original product's size and strides
+        node.replace_all_uses_with(result)
         graph.erase_node(node)
     return fx.GraphModule(gm, graph)
+
+
+def _shape(node: fx.Node) -> tuple[int, ...]:
+    val = _value(node)
+    assert val is not None
+    return tuple(val.shape)
+
+
+def _pad(graph: fx.Graph, node: fx.Node, pad: list[int]) -> fx.Node:
+    """`node` padded with zeros (`constant_pad_nd`'s order: last dimension first)."""
+    val = _value(node)
+    return _call(graph, aten.constant_pad_nd.default, (node, pad, 0.0),
+                 aten.constant_pad_nd.default(val, pad, 0.0))
+
+
+def _contiguous(graph: fx.Graph, node: fx.Node) -> fx.Node:
+    val = _value(node)
+    assert val is not None
+    copy = graph.call_function(aten.clone.default, (node,),
+                               {"memory_format": torch.contiguous_format})
+    copy.meta["val"] = aten.clone.default(val, memory_format=torch.contiguous_format)
+    return copy
 
 
 def _call(graph: fx.Graph, target: torch._ops.OpOverload, args: tuple[Argument, ...],
