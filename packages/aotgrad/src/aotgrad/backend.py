@@ -13,6 +13,7 @@ from torch import fx
 
 from aotgrad import config as _config
 from aotgrad.api import AotCompiled, LiftedModule
+from aotgrad.boxed import BoxedCode, boxed_graph
 from aotgrad.dynamic import symbolic_signature
 from aotgrad.pipeline import PartitionFnLike
 from aotgrad.runtime import Compiler
@@ -83,6 +84,13 @@ class _GraphAsIs:
         del example_inputs
         return gm.forward
 
+    def compile_boxed(self, gm: fx.GraphModule,
+                      example_inputs: list[Any]) -> Callable[..., Any]:
+        """The graph taking its inputs as one list that it clears (`aotgrad.boxed`: the
+        runtime asks so for backwards), or as `__call__` gives it where FX cannot."""
+        boxed = boxed_graph(gm)
+        return boxed if boxed is not None else self(gm, example_inputs)
+
     #: Runs graphs whose sizes are symbolic (they compute sizes from their inputs).
     symbolic_sizes = True
 
@@ -90,12 +98,14 @@ class _GraphAsIs:
         """No options: compiled graphs may be shared (`aotgrad.cache`)."""
         return ()
 
-    def save_compiled(self, compiled: Callable[..., Any], gm: fx.GraphModule) -> GraphCode:
-        """The on-disk form of a compiled graph (`aotgrad.disk`): the graph's code."""
-        del compiled
-        return GraphCode.of(gm)
+    def save_compiled(self, compiled: Callable[..., Any],
+                      gm: fx.GraphModule) -> GraphCode | BoxedCode:
+        """The on-disk form of a compiled graph (`aotgrad.disk`): the graph's code (in the
+        boxed convention for a boxed backward)."""
+        boxed = BoxedCode.of(compiled)
+        return boxed if boxed is not None else GraphCode.of(gm)
 
-    def load_compiled(self, state: GraphCode) -> Callable[..., Any]:
+    def load_compiled(self, state: GraphCode | BoxedCode) -> Callable[..., Any]:
         """The graph's code, executed: what `save_compiled` saved, ready to run."""
         return state.load()
 

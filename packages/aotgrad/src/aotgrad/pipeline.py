@@ -90,7 +90,19 @@ def checked_compiler(compiler: Compiler) -> Compiler:
         checked.output_strides = getattr(compiled, "output_strides", None)
         return checked  # type: ignore[no-any-return]  # the function `run`
 
-    return compile_graph
+    boxed = getattr(compiler, "compile_boxed", None)
+    if boxed is None:
+        return compile_graph
+
+    def compile_boxed(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        # NOTE: a graph with data-dependent values keeps the checked, unboxed call
+        if _has_unbacked_values(gm):
+            return compile_graph(gm, example_inputs)
+        return boxed(gm, example_inputs)  # type: ignore[no-any-return]  # the compiler's
+
+    checked_graph: Any = compile_graph
+    checked_graph.compile_boxed = compile_boxed  # NOTE: `aotgrad.boxed`
+    return checked_graph  # type: ignore[no-any-return]  # the function `compile_graph`
 
 
 def _estimates_only(mode: Any) -> contextlib.AbstractContextManager[Any]:

@@ -234,9 +234,14 @@ class TrainingRunner:
             key = key_fn() if key_fn is not None else None
             bw = self._bw_shared.get(key)
             if bw is None:
-                bw = self._bw_compiler(self.bw_gm, self._bw_examples)
-                if needs_grad_mode(self.bw_gm):
-                    bw = with_grad_mode(bw)
+                boxed = getattr(self._bw_compiler, "compile_boxed", None)
+                if boxed is not None and not needs_grad_mode(self.bw_gm):
+                    # NOTE: saved activations freed after their last use (`aotgrad.boxed`)
+                    bw = boxed(self.bw_gm, self._bw_examples)
+                else:
+                    bw = self._bw_compiler(self.bw_gm, self._bw_examples)
+                    if needs_grad_mode(self.bw_gm):
+                        bw = with_grad_mode(bw)
                 self._bw_shared[key] = bw
             self._bw = bw
         return bw
@@ -318,7 +323,16 @@ class TrainingRunner:
                     grad = torch.zeros(example.shape, dtype=example.dtype,
                                        device=example.device)
                 tangents.append(grad.contiguous())
-            result = tuple(compiled_bw()(*saved, *tangents))
+            bw = compiled_bw()
+            if getattr(bw, "boxed_call", False):
+                # NOTE: the list holds the only references left (autograd's dropped unless
+                # the graph is retained): the backward frees each input after its last use
+                ctx.maybe_clear_saved_tensors()
+                args = [*saved, *tangents]
+                del saved, tangents
+                result = tuple(bw(args))
+            else:
+                result = tuple(bw(*saved, *tangents))
             if not missing:
                 return result
             # NOTE: an input whose every differentiable path ends in outputs that got no
