@@ -194,13 +194,21 @@ def test_gpu_kernels_are_compiled_in_workers(tmp_path: Any, monkeypatch: pytest.
 
 def test_gpu_kernels_stay_compiled_ones_after_interpreted_kernels_ran(tmp_path: Path) -> None:
     """A process that ran interpreted kernels (CPU tensors) still builds GPU kernels as
-    compiled ones: an interpreted kernel given device pointers would read them as host
-    memory. The interpreter is on only while interpreted kernels are imported and run."""
+    compiled ones, and `triton.language` is left as it was (no interpreter patches, Triton's
+    library functions compiled ones): the interpreter is on only while interpreted kernels
+    are imported and run."""
+    import triton.language as tl
     from triton.runtime.jit import JITFunction
 
+    owners = (tl, tl.core, tl.math, tl.tensor, tl.dtype)
+    before = [dict(vars(o)) for o in owners]
     inputs = [torch.randn(24, 40), torch.randn(40, 33), torch.randn(33)]
     with config.patch(OPTIONS):
         compile_aten(trace_aten(_model, inputs), inputs)(*inputs)
+    for owner, was in zip(owners, before, strict=True):
+        changed = [n for n, v in vars(owner).items() if n in was and was[n] is not v]
+        assert not changed, (owner, changed)
+    assert isinstance(tl.sum, JITFunction)
     with config.patch(cpu_backend="triton"):
         p = plan(trace_aten(_model, inputs), inputs)
     gpu = [TritonTarget(interpret=False).generate(g, p.ctx.buffers)

@@ -32,6 +32,7 @@ import torch
 
 from inductor import config
 from inductor.codegen.triton import LAUNCH_DEBUG, PERSISTENT_MAX, TritonKernel, triton_configs
+from inductor.runtime.triton_interp import interpreting
 from inductor.runtime.triton_workers import WarmJob
 
 log = logging.getLogger("inductor")
@@ -58,12 +59,6 @@ def _import(kernel: TritonKernel, path: Path) -> Any:
     spec = importlib.util.spec_from_file_location(f"inductor_triton.{kernel.name}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    if kernel.interpret:
-        # NOTE: imported here: it needs numpy, which only Triton's interpreter uses (a GPU
-        # install of Triton without numpy must still load its kernels)
-        from inductor.runtime.triton_math import interpret_triton_library
-
-        interpret_triton_library()
     with config.triton_interpreter(kernel.interpret):
         spec.loader.exec_module(module)
     return module
@@ -347,10 +342,10 @@ class Launcher:
 
 class InterpretedLauncher(Launcher):
     """A launcher of a kernel Triton's interpreter runs: Triton must see the interpreter on
-    while it runs (`config.triton_interpreter`)."""
+    while it runs, and not after (`runtime/triton_interp.py`)."""
 
     def __call__(self, *args: Any) -> None:
-        with config.triton_interpreter(True):
+        with interpreting():
             super().__call__(*args)
 
 

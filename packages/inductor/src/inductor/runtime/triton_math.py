@@ -94,25 +94,3 @@ class _InterpLibdevice:
 
 
 interp_libdevice = _InterpLibdevice()
-
-
-def interpret_triton_library() -> None:
-    """Interpreted versions of Triton's own `@triton.jit` library functions (`tl.zeros`,
-    `tl.sum`, `tl.rand`, ...).
-
-    NOTE: Triton decorates them when `triton.language` is imported, and torch imports it
-    early (`torch.utils.flop_counter`): they are then compiled-only functions that an
-    interpreted kernel cannot call. Replacing them makes the whole process's Triton
-    interpreted, which `cpu_backend='triton'` asks for anyway.
-    """
-    import sys
-
-    from triton.runtime.interpreter import InterpretedFunction
-    from triton.runtime.jit import JITFunction  # type: ignore[import-untyped]
-
-    for name, module in list(sys.modules.items()):
-        if not name.startswith("triton.language") or module is None:
-            continue
-        for attr, value in list(vars(module).items()):
-            if isinstance(value, JITFunction) and not isinstance(value, InterpretedFunction):
-                setattr(module, attr, InterpretedFunction(value.fn))

@@ -24,6 +24,7 @@ import torch
 
 from inductor import config
 from inductor.codegen.triton import LAUNCH_DEBUG, MatmulPlan, TritonKernel
+from inductor.runtime.triton_interp import interpreting
 from inductor.runtime.triton_launch import (
     FastPath,
     Launcher,
@@ -105,7 +106,7 @@ class MatmulLauncher:
 
     def __call__(self, *args: Any) -> None:
         if self.kernel.interpret:
-            with config.triton_interpreter(True):
+            with interpreting():
                 self._call(args)
         else:
             self._call(args)
