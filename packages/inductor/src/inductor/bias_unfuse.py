@@ -16,6 +16,8 @@ from collections.abc import Callable
 import torch
 from torch import fx
 
+from inductor.graph_copy import copy_graph
+
 aten = torch.ops.aten
 
 
@@ -57,12 +59,7 @@ def unfuse_matmul_bias(gm: fx.GraphModule,
     `add(mm(a, b), bias)`: a copy of `gm` when any changed, else `gm` itself."""
     if not any(_candidate(n, wanted) for n in gm.graph.nodes):
         return gm
-    graph = fx.Graph()
-    env: dict[fx.Node, fx.Node] = {}
-    out = graph.graph_copy(gm.graph, env)
-    graph.output(out)
-    for old, new in env.items():
-        new.meta = dict(old.meta)
+    graph = copy_graph(gm)
     for node in list(graph.nodes):
         if not _candidate(node, wanted):
             continue

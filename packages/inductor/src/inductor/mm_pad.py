@@ -25,6 +25,8 @@ import torch
 from torch import fx
 from torch.fx.node import Argument
 
+from inductor.graph_copy import copy_graph
+
 aten = torch.ops.aten
 
 ALIGN = 8  # NOTE: elements of a 2-byte dtype in 16 bytes
@@ -76,12 +78,7 @@ def pad_matmuls(gm: fx.GraphModule, wanted: Callable[[torch.device], bool]) -> f
     operands (cut back to its own size): a copy of `gm` when any changed, else `gm`."""
     if not any(_plan(n, wanted) for n in gm.graph.nodes):
         return gm
-    graph = fx.Graph()
-    env: dict[fx.Node, fx.Node] = {}
-    out = graph.graph_copy(gm.graph, env)
-    graph.output(out)
-    for old, new in env.items():
-        new.meta = dict(old.meta)
+    graph = copy_graph(gm)
     for node in list(graph.nodes):
         plan = _plan(node, wanted)
         if plan is None:

@@ -22,15 +22,16 @@ from typing import Any, BinaryIO
 _modules: dict[str, Any] = {}
 
 
-def _kernel(path: str, name: str) -> Any:
-    module = _modules.get(path)
+def load_kernel(path: str, name: str, modules: dict[str, Any]) -> Any:
+    """The function `name` of the module at `path`, imported once per `modules` cache."""
+    module = modules.get(path)
     if module is None:
-        spec = importlib.util.spec_from_file_location(f"inductor_compile.m{len(_modules)}", path)
+        spec = importlib.util.spec_from_file_location(f"inductor_compile.m{len(modules)}", path)
         if spec is None or spec.loader is None:
             raise ImportError(f"cannot load {path}")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        _modules[path] = module
+        modules[path] = module
     return getattr(module, name)
 
 
@@ -41,7 +42,7 @@ def compile_one(request: tuple[Any, ...]) -> str | None:
         from triton.compiler.compiler import ASTSource  # type: ignore[import-untyped]
 
         path, name, signature, constants, attrs, options, target, launcher = request
-        fn = _kernel(path, name)
+        fn = load_kernel(path, name, _modules)
         kernel = triton.compile(ASTSource(fn, signature, constants, attrs), target=target,
                                 options=options)
     except Exception as e:  # noqa: BLE001 - reported to the parent, which compiles itself

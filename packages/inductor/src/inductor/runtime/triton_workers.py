@@ -28,7 +28,6 @@ only costs the time it took: its kernel is compiled at its first call (logged).
 from __future__ import annotations
 
 import atexit
-import importlib.util
 import logging
 import pickle
 import queue
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from inductor import config
+from inductor.runtime.triton_compile_worker import load_kernel
 
 log = logging.getLogger("inductor")
 
@@ -123,16 +123,8 @@ def stop_workers() -> None:
 
 
 def _load(path: str, name: str, modules: dict[str, Any]) -> Any:
-    module = modules.get(path)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(f"inductor_spec.m{len(modules)}", path)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot load {path}")
-        module = importlib.util.module_from_spec(spec)
-        with config.triton_interpreter(False):
-            spec.loader.exec_module(module)
-        modules[path] = module
-    return getattr(module, name)
+    with config.triton_interpreter(False):
+        return load_kernel(path, name, modules)
 
 
 def compile_requests(job: WarmJob, modules: dict[str, Any]) -> list[tuple[Any, ...]]:
