@@ -95,6 +95,29 @@ class FunctionalGraph:
 # --------------------------------------------------------------------------- functional variants
 
 
+# NOTE: (input, weight, bias, running_mean, running_var, training, momentum, eps)
+_BATCH_NORMS = (aten.native_batch_norm.default, aten._native_batch_norm_legit.default)
+_BN_ARGS = ("input", "weight", "bias", "running_mean", "running_var", "training", "momentum",
+            "eps")
+
+
+def _bn_arg(node: fx.Node, index: int) -> Any:
+    if index < len(node.args):
+        return node.args[index]
+    return node.kwargs[_BN_ARGS[index]]
+
+
+def _eval_batch_norm(node: fx.Node) -> bool:
+    """Whether a batch norm node runs in eval mode (with running statistics to read)."""
+    return (_bn_arg(node, 5) is False and isinstance(_bn_arg(node, 3), fx.Node)
+            and isinstance(_bn_arg(node, 4), fx.Node))
+
+
+def _no_training_args(node: fx.Node) -> tuple[Any, ...]:
+    """`_native_batch_norm_legit_no_training`'s arguments: the node's, less `training`."""
+    return tuple(_bn_arg(node, i) for i in (0, 1, 2, 3, 4, 6, 7))
+
+
 def _mutated_arg_indices(op: torch._ops.OpOverload) -> list[int]:
     return [
         i for i, a in enumerate(op._schema.arguments)
@@ -332,6 +355,13 @@ class _Functionalizer:
         if not isinstance(target, torch._ops.OpOverload):
             raise FunctionalizationError(f"not an ATen op: {node.format_node()}")
         schema = target._schema
+        if target in _BATCH_NORMS and _eval_batch_norm(node):
+            # NOTE: in eval mode batch norm reads its running statistics: the schema's
+            # writes do not happen, and copying them back would bump their versions
+            value = self.emit(aten._native_batch_norm_legit_no_training.default,
+                              self.map_arg(_no_training_args(node)), {}, node)
+            self._bind_result(node, value)
+            return
         if schema.is_mutable:
             self._mutation(node, target)
             return
