@@ -112,7 +112,6 @@ def test_what_workers_compile_is_what_the_jit_finds_in_the_cache(
     gpu = [k for k in kernels if isinstance(k, TritonKernel) and k.matmul is None]
     stop_workers()  # NOTE: workers started now see this test's Triton cache directory
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
-    monkeypatch.setenv("TRITON_INTERPRET", "0")  # NOTE: an earlier test may have set it
     monkeypatch.setattr(driver, "_active", _NoGpuDriver())
     hits: list[bool] = []
     monkeypatch.setattr(triton.knobs.compilation, "listener",
@@ -165,7 +164,6 @@ def test_gpu_kernels_are_compiled_in_workers(tmp_path: Any, monkeypatch: pytest.
     import triton
 
     caplog.set_level(logging.INFO, "inductor")
-    monkeypatch.setenv("TRITON_INTERPRET", "0")  # NOTE: an earlier test may have set it
     clear_launchers()
     inputs = [torch.randn(24, 40, device="cuda"), torch.randn(40, 33, device="cuda"),
               torch.randn(33, device="cuda")]
