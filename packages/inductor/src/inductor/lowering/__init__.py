@@ -9,6 +9,7 @@ def load_rules() -> None:
         extern,
         indexing,
         pointwise,
+        pooling,
         random,
         reductions,
         views,
