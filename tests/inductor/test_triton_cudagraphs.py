@@ -16,11 +16,14 @@ import torch
 import torch.nn.functional as F
 from aten_trace import trace_aten
 from inductor import CompiledGraph, compile_aten, config
+from inductor.ir.layout import Layout
+from inductor.ir.nodes import BufferView, ExternKernel, ExternOutput
 from inductor.runtime.cudagraphs import (
     CudaGraphRunner,
     _mutated_inputs,
     _Recording,
     _use_count,
+    runs_on_cpu,
     unsupported_reason,
 )
 
@@ -52,6 +55,29 @@ def test_what_cannot_be_replayed_is_named() -> None:
         assert "CPU" in str(unsupported_reason("", [cuda], True))
         assert "reads a value back" in str(unsupported_reason("x.item()", [cuda], False))
         assert unsupported_reason("", [cuda], False) is None
+
+
+def _attention(dropout_p: float, device: str = "cuda") -> ExternKernel:
+    """An extern call of efficient attention: its RNG seed and offset are CPU outputs."""
+    dev = torch.device(device)
+    q = BufferView(ExternOutput("q", Layout.contiguous((1, 2, 4, 8), torch.float32, dev)),
+                   Layout.contiguous((1, 2, 4, 8), torch.float32, dev))
+    op = torch.ops.aten._scaled_dot_product_efficient_attention.default
+    k = ExternKernel("c0", op, (q, q, q, None, False, dropout_p), {}, None)
+    cpu = torch.device("cpu")
+    k.outputs = [ExternOutput("o", Layout.contiguous((1, 2, 4, 8), torch.float32, dev)),
+                 ExternOutput("s", Layout.contiguous((), torch.int64, cpu)),
+                 ExternOutput("f", Layout.contiguous((), torch.int64, cpu))]
+    return k
+
+
+def test_a_gpu_ops_host_side_outputs_are_not_cpu_work() -> None:
+    """Attention's seed and offset live on the CPU: without dropout, nothing a replay needs
+    (GPT-2, T5, ViT ran without CUDA graphs for them); with dropout, or an op whose inputs
+    are all on the CPU, the graph does CPU work."""
+    assert not runs_on_cpu([_attention(0.0)])
+    assert runs_on_cpu([_attention(0.1)])
+    assert runs_on_cpu([_attention(0.0, "cpu")])
 
 
 def test_inputs_written_in_place_are_found() -> None:

@@ -29,7 +29,8 @@ per replay) and raises eager's error.
 
 Graphs that cannot be replayed faithfully run without CUDA graphs, logged once on the
 `inductor` logger with the reason: inputs or work on the CPU (values read into the
-recording once), random ops (the seed is drawn on the CPU per call), an output sharing
+recording once; a GPU op's host-side outputs, attention's empty RNG seed and offset without
+dropout, are not work), random ops (the seed is drawn on the CPU per call), an output sharing
 memory with an input, and any graph whose capture raises. On CPU tensors the option does
 nothing but log that.
 """
@@ -43,6 +44,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from inductor.ir.nodes import ExternKernel
 from inductor.runtime.kernel_checks import Pending, deferred_checks, raise_deferred
 
 log = logging.getLogger("inductor")
@@ -72,11 +74,33 @@ def _mutated_inputs(gm: torch.fx.GraphModule) -> set[int]:
 
 
 def runs_on_cpu(steps: Sequence[object]) -> bool:
-    """Whether a planned graph's steps (fused groups, extern calls) do work on the CPU."""
+    """Whether a planned graph's steps (fused groups, extern calls) do work on the CPU.
+    A GPU op's host-side outputs (attention's RNG seed and offset, empty without dropout)
+    are not: a replay needs nothing from them, unless the op draws random numbers."""
     for step in steps:
-        nodes = getattr(step, "nodes", None) or getattr(step, "outputs", None) or []
+        if isinstance(step, ExternKernel):
+            if _extern_on_cpu(step):
+                return True
+            continue
+        nodes = getattr(step, "nodes", None) or []
         if any(n.layout.device.type == "cpu" for n in nodes):
             return True
+    return False
+
+
+def _extern_on_cpu(k: ExternKernel) -> bool:
+    if not any(o.layout.device.type == "cpu" for o in k.outputs):
+        return False
+    leaves = [a for arg in (*k.args, *k.kwargs.values())
+              for a in (arg if isinstance(arg, (list, tuple)) else (arg,))]
+    if not any(getattr(getattr(a, "device", None), "type", None) == "cuda" for a in leaves):
+        return True
+    schema = getattr(k.op, "_schema", None)
+    names = [a.name for a in schema.arguments] if schema is not None else []
+    if "dropout_p" in names:
+        pos = names.index("dropout_p")
+        p = k.kwargs.get("dropout_p", k.args[pos] if pos < len(k.args) else 0.0)
+        return not isinstance(p, (int, float)) or p != 0
     return False
 
 
