@@ -113,3 +113,36 @@ def test_gpu_candidates_follow_the_rows_layout() -> None:
         widths.append(max(xb for xb, _, _ in k.configs))
     assert widths[0] <= 8 < widths[1], widths
 
+
+
+@pytest.fixture
+def small_columns(monkeypatch: Any) -> None:
+    """Column splits from 2^12 elements (the interpreter is slow)."""
+    monkeypatch.setattr(triton_split, "COLUMN_MIN_ELEMENTS", 1 << 12)
+    monkeypatch.setattr(triton_split, "COLUMN_MIN_RNUMEL", 64)
+
+
+def test_column_reductions_split_and_equal_eager(small_columns: None) -> None:
+    """A bias gradient and layer norm's weight gradient (`[N, C] -> [C]`, C adjacent in
+    memory) split into chunks of rows; a row-major reduction of the same tensor does not."""
+    g, x = randn(300, 48), randn(300, 48)
+    mean = x.mean(-1, keepdim=True)
+
+    def f(go: torch.Tensor, v: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return go.sum(0), (go * (v - m)).sum(0), (go * 2).amax(0), go * 3
+
+    compiled = check(f, [g, x, mean], rtol=1e-4, atol=1e-4)
+    ks = [k for k in triton_kernels(compiled) if k.reduction]
+    assert ks and all(k.split > 1 and k.xnumel == 48 for k in ks), \
+        [(k.split, k.xnumel) for k in ks]
+    compiled = check(lambda v: v.sum(-1), [randn(48, 300)], rtol=1e-4, atol=1e-4)
+    assert all(k.split == 1 for k in triton_kernels(compiled))
+    compiled = check(lambda v: v.t().sum(0), [randn(48, 300)], rtol=1e-4, atol=1e-4)
+    assert all(k.split == 1 for k in triton_kernels(compiled))
+
+
+def test_column_chunks_fill_the_gpu() -> None:
+    chunk = triton_split.column_chunk(2048, 768, 128)
+    split = -(-2048 // chunk)
+    assert chunk % 128 == 0 and split * -(-768 // 64) >= 128, (chunk, split)
+    assert triton_split.column_chunk(300, 8192, 32) >= 32

@@ -17,8 +17,12 @@ Only groups of one loop segment take this form: reductions (and pointwise nodes 
 row elements) that read no other reduction of the group, followed by nodes over the rows
 only. Other two-pass groups (a full softmax) keep one program per block of rows. Split:
 rows of `SPLIT_MIN_RNUMEL`+ elements, at most `SPLIT_MAX_ROWS` of them, each at least
-`SPLIT_ROW_RATIO` times longer than their count. The partial kernel's candidate blocks are
-wide in x where the rows' elements are adjacent in memory (channels-last), long in r else.
+`SPLIT_ROW_RATIO` times longer than their count; or columns: up to `COLUMN_MAX_ROWS` rows
+whose elements lie far apart while adjacent rows are adjacent (`x.sum(0)` of a `[N, C]`
+tensor: a bias or layer-norm weight gradient), which one program per 64 rows would read with
+a handful of programs; they split into chunks for about `COLUMN_PROGRAMS` programs. The
+partial kernel's candidate blocks are wide in x where the rows' elements are adjacent in
+memory (channels-last, columns), long in r else.
 """
 
 from __future__ import annotations
@@ -51,6 +55,10 @@ SPLIT_MAX_ROWS = 256  # NOTE: more rows keep the GPU busy without splitting them
 SPLIT_ROW_RATIO = 64  # NOTE: split only rows at least this many times longer than their count
 SPLIT_CHUNK = 4096  # NOTE: elements of a row one program reduces, at least (partials <= 1024)
 MAX_SPLIT = 1024
+COLUMN_MIN_RNUMEL = 256  # NOTE: column reductions: shorter columns are not worth a 2nd kernel
+COLUMN_MAX_ROWS = 8192  # NOTE: more columns fill the GPU with one program per 64 of them
+COLUMN_MIN_ELEMENTS = 1 << 18  # NOTE: smaller ones take about a launch either way
+COLUMN_PROGRAMS = 512
 
 
 def split_chunk(rnumel: int, rblock: int) -> int:
@@ -60,17 +68,31 @@ def split_chunk(rnumel: int, rblock: int) -> int:
     return -(-want // rblock) * rblock
 
 
+def column_chunk(rnumel: int, xnumel: int, rblock: int) -> int:
+    """Elements of a column one program reduces in a column split: enough chunks that
+    about `COLUMN_PROGRAMS` programs run (blocks of 64 columns), a multiple of `rblock`."""
+    blocks = -(-xnumel // 64)
+    split = min(max(2, -(-COLUMN_PROGRAMS // blocks)), MAX_SPLIT)
+    want = -(-rnumel // split)
+    return -(-want // rblock) * rblock
+
+
 class SplitTritonGen(TritonGen):
     """The two kernels of a split reduction (see the module docstring)."""
 
     def splittable(self) -> bool:
-        """Whether this group takes the split form: few long rows, one loop segment (a
-        variance joins its mean's segment through Welford)."""
-        if (not self.reduction or self.rnumel < SPLIT_MIN_RNUMEL
-                or self.xnumel > SPLIT_MAX_ROWS
-                or self.xnumel * SPLIT_ROW_RATIO > self.rnumel):
+        """Whether this group takes the split form: few long rows, or columns (see
+        `_columns`); one loop segment (a variance joins its mean's segment through
+        Welford)."""
+        if not self.reduction:
             return False
         self._ranges = {}
+        self.columns = False
+        if (self.rnumel < SPLIT_MIN_RNUMEL or self.xnumel > SPLIT_MAX_ROWS
+                or self.xnumel * SPLIT_ROW_RATIO > self.rnumel):
+            self.columns = self._columns()
+            if not self.columns:
+                return False
         prepared = [(ni, n, *self._node_subs(ni, n)) for ni, n in enumerate(self.group.nodes)]
         self._welford = match_welford(prepared, self._sub)
         reductions: set[str] = set()
@@ -96,7 +118,9 @@ class SplitTritonGen(TritonGen):
         prepared = [(ni, n, *self._node_subs(ni, n)) for ni, n in enumerate(self.group.nodes)]
         self._welford = match_welford(prepared, self._sub)
         self.split_configs = self._split_configs()
-        self.chunk = split_chunk(self.rnumel, max(rb for _, rb, _ in self.split_configs))
+        rb = max(rb for _, rb, _ in self.split_configs)
+        self.chunk = (column_chunk(self.rnumel, self.xnumel, rb) if self.columns
+                      else split_chunk(self.rnumel, rb))
         self.split = -(-self.rnumel // self.chunk)
         self.workspaces: list[tuple[str, torch.dtype]] = []
         w = _Lines()
@@ -116,8 +140,18 @@ class SplitTritonGen(TritonGen):
         if self.interpret:
             xb = min(rows, 16)
             return ((xb, max(16, 1024 // xb), 4),)
-        x_contiguous = False
+        if self._row_loads()[0] and rows >= 16:
+            cands = [(64, 32, 4), (32, 64, 4), (16, 128, 4)]
+        else:
+            cands = [(1, 2048, 8), (2, 1024, 4), (4, 512, 4), (8, 256, 4)]
+        return tuple(dict.fromkeys((min(x, rows), r, wp) for x, r, wp in cands))
+
+    def _row_loads(self) -> tuple[bool, bool]:
+        """(whether a load reads rows' elements with adjacent rows adjacent in memory,
+        whether every load that reads rows' elements does, or does not depend on the row)."""
+        some = every = False
         if self.group.outer:
+            every = True
             last = outer_symbol(len(self.group.outer) - 1)
             for m in self.group.nodes:
                 assert m.body is not None
@@ -126,13 +160,26 @@ class SplitTritonGen(TritonGen):
                         continue
                     e = self._load_index(m, op)
                     inner = {inner_symbol(j) for j in range(len(e.free_symbols))}
-                    if _coeff(e, last) == 1 and e.free_symbols & inner:
-                        x_contiguous = True
-        if x_contiguous and rows >= 16:
-            cands = [(64, 32, 4), (32, 64, 4), (16, 128, 4)]
-        else:
-            cands = [(1, 2048, 8), (2, 1024, 4), (4, 512, 4), (8, 256, 4)]
-        return tuple(dict.fromkeys((min(x, rows), r, wp) for x, r, wp in cands))
+                    if not e.free_symbols & inner:
+                        continue
+                    outer = {outer_symbol(j) for j in range(len(self.group.outer))}
+                    if _coeff(e, last) == 1:
+                        some = True
+                    elif e.free_symbols & outer:
+                        every = False
+        return some, some and every
+
+    def _columns(self) -> bool:
+        """A column reduction: rows whose elements lie a row's length apart while adjacent
+        rows are adjacent (a bias gradient, layer norm's weight gradient: `[N, C] -> [C]`),
+        too few row blocks to fill the GPU. Each program then reduces a chunk of a block
+        of columns, the loads stay coalesced across the block, and the final kernel adds
+        the chunks' partials."""
+        if (self.xnumel < 16 or self.rnumel < COLUMN_MIN_RNUMEL
+                or self.xnumel > COLUMN_MAX_ROWS
+                or self.xnumel * self.rnumel < COLUMN_MIN_ELEMENTS):
+            return False
+        return self._row_loads()[1]
 
     def _load_index(self, n: ComputedBuffer, op: LoopOp) -> sympy.Expr:
         sp = split_node(n.body, self.group.outer) if n.body is not None else None
