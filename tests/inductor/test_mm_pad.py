@@ -102,8 +102,8 @@ def test_backward_products_equal_eager(fn: Any, shapes: list[tuple[int, int]]) -
 def test_padded_head_equals_eager(dtype: torch.dtype) -> None:
     inputs = _inputs(1001, dtype)
     compiled = compile_triton(_head, inputs)
-    # NOTE: the weight, transposed and padded to 1008 columns, for the product
-    assert "((128, 1008), (1008, 1)" in compiled.wrapper_source
+    # NOTE: the weight padded to 1008 rows in its own layout, read transposed by the product
+    assert "((1008, 128), (128, 1)" in compiled.wrapper_source
     (got,) = compiled(*inputs)
     want = _head(*inputs)
     ref = _head(*(t.double() for t in inputs))
@@ -121,3 +121,14 @@ def test_pointwise_consumer_of_a_padded_product() -> None:
     with config.patch(cpu_backend="triton"):
         (got,) = compile_triton(f, inputs)(*inputs)
     torch.testing.assert_close(got, f(*inputs), atol=6e-2, rtol=2e-2)
+
+
+def test_a_transposed_weight_is_padded_in_its_own_layout() -> None:
+    """The head's `w.t()` is padded as `w` (rows appended, read and written in order) and
+    handed to the product transposed: no transposing copy."""
+    gm = trace_aten(_head, _inputs(1001, torch.bfloat16))
+    padded = pad_matmuls(gm, lambda device: True)
+    (pad,) = [n for n in padded.graph.nodes if n.target is aten.constant_pad_nd.default]
+    assert example_value(pad.args[0]).is_contiguous() and example_value(pad).shape == (1008, 128)
+    (mm,) = [n for n in padded.graph.nodes if n.target is aten.mm.default]
+    assert example_value(mm.args[1]).stride() == (1, 128)

@@ -7,7 +7,8 @@ with a leading dimension that is not a multiple of 8 elements (GPT-2's language-
 head in bfloat16 against 0.23 ms for the same product with 50264 columns. Here such an
 `mm(a, b)` computes on aligned copies instead:
 - an unaligned inner size `k`: `a`'s columns and `b`'s rows padded with zeros to a multiple
-  of 8 (the padded terms are zero products, so the sums are the same products);
+  of 8 (the padded terms are zero products, so the sums are the same products); each
+  operand is padded in its own layout (a transposed weight stays transposed);
 - an unaligned output width `n`: `b`'s columns padded with zeros, and the result cut back to
   `n` columns, copied out to the layout the graph had (a kernel of its own, or fused into a
   pointwise consumer);
@@ -93,11 +94,11 @@ def pad_matmuls(gm: fx.GraphModule, wanted: Callable[[torch.device], bool]) -> f
         n_extra = -n % ALIGN
         with graph.inserting_before(node):
             if pad_k:
-                a = _pad(graph, a, [0, k_extra])
+                a = _pad(graph, a, 0, k_extra)
             elif copy_a:
                 a = _contiguous(graph, a)
             if pad_k or pad_n:
-                b = _pad(graph, b, [0, n_extra, 0, k_extra])
+                b = _pad(graph, b, k_extra, n_extra)
             elif copy_b:
                 b = _contiguous(graph, b)
             product = _call(graph, aten.mm.default, (a, b),
@@ -120,9 +121,21 @@ def _shape(node: fx.Node) -> tuple[int, ...]:
     return tuple(val.shape)
 
 
-def _pad(graph: fx.Graph, node: fx.Node, pad: list[int]) -> fx.Node:
-    """`node` padded with zeros (`constant_pad_nd`'s order: last dimension first)."""
+def _pad(graph: fx.Graph, node: fx.Node, rows: int, cols: int) -> fx.Node:
+    """The matrix `node` with `rows` and `cols` more rows and columns of zeros, padded in
+    its own layout: a column-major operand (`w.t()` of a row-major `w`, the head's weight)
+    is padded as `w` and transposed back, so the copy reads and writes rows in order (a
+    transposing copy of GPT-2's 50257 x 768 embedding ran at 0.17 of copy bandwidth) and
+    cuBLAS reads the result transposed, with an aligned leading dimension."""
     val = _value(node)
+    assert val is not None
+    if val.stride(0) == 1 and val.stride(1) != 1 and val.shape[0] > 1:
+        flipped = _call(graph, aten.permute.default, (node, [1, 0]),
+                        aten.permute.default(val, [1, 0]))
+        padded = _pad(graph, flipped, cols, rows)
+        return _call(graph, aten.permute.default, (padded, [1, 0]),
+                     aten.permute.default(_value(padded), [1, 0]))
+    pad = [0, cols, 0, rows]
     return _call(graph, aten.constant_pad_nd.default, (node, pad, 0.0),
                  aten.constant_pad_nd.default(val, pad, 0.0))
 
