@@ -843,6 +843,9 @@ class TritonGen:
                               self.persistent, self.interpret)
 
 
+POINTWISE_TUNE_MIN = 1 << 20  # NOTE: pointwise kernels over more elements are tuned
+
+
 def triton_configs(xnumel: int, rnumel: int, reduction: bool, persistent: bool,
                    interpret: bool) -> tuple[tuple[int, int, int], ...]:
     """Candidate (XBLOCK, RBLOCK, warps) of a kernel over `xnumel` rows of `rnumel`."""
@@ -851,6 +854,10 @@ def triton_configs(xnumel: int, rnumel: int, reduction: bool, persistent: bool,
         if interpret:
             return ((min(_next_pow2(total), 4096), 1, 4),)
         cap = max(16, min(_next_pow2(total), 1024))
+        if total <= POINTWISE_TUNE_MIN:
+            # NOTE: a small pointwise kernel takes about a launch in any block size: one
+            # candidate, so a cold start neither compiles nor times the others
+            return ((min(1024 if total >= 1 << 18 else 256, cap), 1, 4),)
         cands = [(1024, 1, 4), (512, 1, 4), (256, 1, 4), (128, 1, 4)]
         return tuple(dict.fromkeys((min(x, cap), 1, wp) for x, _, wp in cands))
     rb = _next_pow2(rnumel)
