@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -252,7 +253,9 @@ def render(fn: Callable[..., Any], inputs: Sequence[torch.Tensor]) -> str:
         assert isinstance(k, TritonKernel) and k.matmul is not None
         text = k.source[k.source.index("@triton.jit\ndef triton_mm_"):]
         parts += [f"# configs {k.matmul.configs} choice={k.matmul.choice}", text.rstrip()]
-    return normalize_kernel_names("\n".join(parts)).replace("triton_", "kernel") + "\n"
+    # NOTE: content-hash names (they hash the argument dtypes too) become kernel0, ...
+    text = re.sub(r"triton_(mm_)?([0-9a-f]{16})", r"kernel_\2", "\n".join(parts))
+    return normalize_kernel_names(text).replace("triton_", "kernel") + "\n"
 
 
 class TestMatmulTemplateGolden(expecttest.TestCase):
@@ -267,11 +270,11 @@ step0: kernel outer=(20, 24) nodes=['buf0', 'buf1'] local=['buf0']
 # wrapper
 def call(arg0, arg1, arg2):
     buf1 = empty_strided((20, 24), (24, 1), dtype=torch.float32)
-    kernelmm_04bf4d1510626c2a(arg0, arg1, arg2, buf1)
+    kernel0(arg0, arg1, arg2, buf1)
     return (buf1,)
 # configs ((32, 32, 32, 4, 1),) choice=template
 @triton.jit
-def kernelmm_04bf4d1510626c2a(in_ptr0, in_ptr1, in_ptr2, out_ptr0, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+def kernel0(in_ptr0, in_ptr1, in_ptr2, out_ptr0, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     pid = tl.program_id(0)
     grid_m = (20 + BLOCK_M - 1) // BLOCK_M
     grid_n = (24 + BLOCK_N - 1) // BLOCK_N

@@ -26,15 +26,8 @@ from dataclasses import dataclass, field
 import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 import torch
 
-from inductor.codegen.triton_prelude import (
-    BINARY_CALLS,
-    BINARY_INFIX,
-    TL_DTYPE,
-    UNARY,
-    literal,
-    module_header,
-    reduction_init,
-)
+from inductor.codegen.triton_compute import compute_text, reduce_text
+from inductor.codegen.triton_prelude import TL_DTYPE, literal, module_header, reduction_init
 from inductor.codegen.triton_welford import WELFORD_HELPER, WelfordMatch, match_welford
 from inductor.ir.checks import ERR_PARAM, ZERO_DIVISION, KernelCheck
 from inductor.ir.loop_body import LoopBody, LoopOp
@@ -111,11 +104,15 @@ class TritonKernel:
 LAUNCH_DEBUG = (("sanitize_overflow", False),)
 
 
-def _inner_numel(group: FusedGroup, node: ComputedBuffer) -> int:
+def _inner_ranges(group: FusedGroup, node: ComputedBuffer) -> tuple[int, ...]:
     assert node.body is not None
     sp = split_node(node.body, group.outer)
     assert sp is not None
-    return math.prod(sp.inner_ranges)
+    return tuple(sp.inner_ranges)
+
+
+def _inner_numel(group: FusedGroup, node: ComputedBuffer) -> int:
+    return math.prod(_inner_ranges(group, node))
 
 
 def _more_than_one(numel: object) -> bool:
@@ -188,8 +185,13 @@ class TritonGen:
         first = group.nodes[0]
         self.device = first.layout.device
         self.xnumel = math.prod(group.outer)
-        self.rnumel = next((r for r in (_inner_numel(group, n) for n in group.nodes)
-                            if _more_than_one(r)), 1)
+        # NOTE: nodes over fewer row elements than the group (a reduction of one element
+        # or none beside longer rows, `triton_can_fuse`) mask their r lanes (`_enter`)
+        self.extents = {ni: _inner_numel(group, n) for ni, n in enumerate(group.nodes)
+                        if n.body is not None and (n.body.is_reduction or _inner_ranges(group, n))}
+        numels = list(self.extents.values())
+        self.rnumel = next((r for r in numels if _more_than_one(r)),
+                           0 if numels and not any(numels) else 1)
         self.reduction = group.has_reduction()
         self.symbolic = symbolic_group(group, buffers)
         # NOTE: a row of symbolic length is looped (correct for every length; the block
@@ -229,6 +231,7 @@ class TritonGen:
         self._welford: dict[int, WelfordMatch] = {}  # nodes whose variance is one-pass
         self.inner_names: dict[tuple[int, ...], int] = {}
         self.seeds: set[str] = set()
+        self._extent_mask: str | None = None  # the current node's r lanes (`_enter`)
 
     # -- sizes -------------------------------------------------------------------------
     def _needs_int64(self) -> bool:
@@ -315,9 +318,27 @@ class TritonGen:
     def _mask(self, level: str) -> str | None:
         if level == "c":
             return None
-        if level == "r" and self.reduction:
-            return "xmask & rmask"
+        if level == "r":
+            return self._rmask()
         return "xmask"
+
+    def _rmask(self) -> str:
+        """The mask of the current node's r lanes (its own extent, `_enter`)."""
+        base = "xmask & rmask" if self.reduction else "xmask"
+        return base if self._extent_mask is None else f"{base} & {self._extent_mask}"
+
+    def _enter(self, w: _Lines, ni: int) -> None:
+        """Start node `ni`: a node whose inner loops cover fewer elements than the group's
+        r dimension (one element or none: a reduction over a size-1 or empty dim beside
+        longer rows) masks the lanes past its extent, so that it neither reduces nor loads
+        nor stores them."""
+        self._extent_mask = None
+        numel = self.extents.get(ni)
+        if numel is None or sympy.sympify(numel) == sympy.sympify(self.rnumel):
+            return
+        ridx = "ridx" if self.reduction or _more_than_one(self.rnumel) else "xzero"
+        w.add(f"n{ni}_rmask = {ridx} < {self.texpr(sympy.sympify(numel))}")
+        self._extent_mask = f"n{ni}_rmask"
 
     def _zero(self, level: str) -> str:
         if level == "r" and self.reduction:
@@ -347,6 +368,16 @@ class TritonGen:
         m = f"((({z} == 0) & {bad} & {self._mask(level)}) != 0)"
         w.add(f"tl.store(kernel_err + {z}, {cid}, mask={m})")
         w.add(f"tl.store(kernel_err + 1 + {z}, ({value}).to(tl.int64), mask={m})")
+
+    def dtypes_comment(self) -> str:
+        """A comment naming each buffer argument's dtype. It is part of the source, so
+        of the kernel's name: one source text serves one set of argument dtypes (a JIT
+        binary, the launcher's fast path and the compile workers' warm-up are each for
+        one), never, say, the same copy of an int64 and of a float32 buffer."""
+        types = ", ".join(f"{arg}: {str(self.buffers[name].dtype).removeprefix('torch.')}"
+                          + (" (a number)" if name in self.scalars else "")
+                          for name, arg in self.params.items())
+        return f"# {types}\n"
 
     def decorator(self, seeds: tuple[str, ...]) -> str:
         """`@triton.jit(...)` of this kernel: seeds and sizes unspecialized, `debug` on when
@@ -421,7 +452,9 @@ class TritonGen:
         else:
             args = [self._ref(refs, x) for x in a]
             level = _max_level(*(lv for _, lv in args))
-            text = self._compute(w, op, [t for t, _ in args], level)
+            text = compute_text(
+                op, [t for t, _ in args], w.add, str(len(w.lines)),
+                lambda bad, v: self._check(w, bad, v, _max_level(level, "x"), ZERO_DIVISION))
         w.add(f"{var} = {text}")
         refs[op_id] = (var, level)
         if op.kind == "indirect":
@@ -443,49 +476,6 @@ class TritonGen:
         w.add(f"{bad} = ({raw} < 0) | ({raw} >= {size})")
         self._check(w, bad, x, level, check)
         return f"tl.where({bad}, 0, {raw})", level
-
-    def _compute(self, w: _Lines, op: LoopOp, args: list[str], level: str) -> str:
-        k = op.kind
-        dtype = op.dtype
-        integral = dtype is not None and not dtype.is_floating_point and dtype != torch.bool
-        if k in ("trunc_div", "floordiv", "remainder", "fmod") and integral:
-            bad = f"{args[1]}_zero{len(w.lines)}"
-            w.add(f"{bad} = {args[1]} == 0")
-            self._check(w, bad, args[1], _max_level(level, "x"), ZERO_DIVISION)
-            b = f"tl.where({bad}, 1, {args[1]})"
-            a0 = args[0]
-            if k == "trunc_div":
-                return f"({a0} // {b})"
-            if k == "floordiv":
-                return f"_floordiv({a0}, {b})"
-            if k == "remainder":
-                return f"_mod({a0}, {b})"
-            return f"({a0} % {b})"
-        if k == "truediv":
-            return f"({args[0]} / {args[1]})"
-        if k == "trunc_div":
-            return f"libdevice.trunc({args[0]} / {args[1]})"
-        if k == "floordiv":
-            return f"tl.floor({args[0]} / {args[1]})"
-        if k == "remainder":
-            r = f"libdevice.fmod({args[0]}, {args[1]})"
-            return (f"tl.where(({r} != 0) & (({r} < 0) != ({args[1]} < 0)), "
-                    f"{r} + {args[1]}, {r})")
-        if k == "fmod":
-            return f"libdevice.fmod({args[0]}, {args[1]})"
-        if k == "pow":
-            if integral:
-                return f"_ipow({args[0]}, {args[1]})"
-            return f"libdevice.pow({args[0]}, {args[1]})"
-        if k == "where":
-            return f"tl.where({args[0]}, {args[1]}, {args[2]})"
-        if k in BINARY_INFIX:
-            return f"({args[0]} {BINARY_INFIX[k]} {args[1]})"
-        if k in BINARY_CALLS:
-            return f"{BINARY_CALLS[k]}({args[0]}, {args[1]})"
-        if k in UNARY:
-            return UNARY[k].format(args[0])
-        raise NotImplementedError(f"no Triton for op {k}")
 
     # -- memory ------------------------------------------------------------------------
     def _load(self, name: str, idx: sympy.Expr, node_level: str) -> tuple[str, str]:
@@ -564,6 +554,7 @@ class TritonGen:
     def generate(self) -> TritonKernel:
         self._ranges: dict[sympy.Symbol, int] = {}
         self._indirect_levels: dict[str, str] = {}
+        self._extent_mask = None
         self._stored_in_loop: set[str] = set()
         prepared = [(ni, n, *self._node_subs(ni, n)) for ni, n in enumerate(self.group.nodes)]
         w = _Lines()
@@ -572,6 +563,7 @@ class TritonGen:
             self._inner_decomposition(w)
             for ni, n, subs, inner in prepared:
                 assert n.body is not None
+                self._enter(w, ni)
                 level = "r" if inner else "x"
                 self._emit_ops(w, ni, n, range(len(n.body.ops)), subs, {}, level)
         elif self.persistent:
@@ -608,6 +600,7 @@ class TritonGen:
         body = n.body
         assert body is not None
         refs: dict[int, tuple[str, str]] = {}
+        self._enter(w, ni)
         level = "r" if inner else "x"
         red = _red_pos(body)
         if red is None:
@@ -621,32 +614,16 @@ class TritonGen:
         vt = _ref_dtype(op.args[1])
         init = reduction_init(kind, vt)
         full = f"tl.broadcast_to({v}, [XBLOCK, RBLOCK])" if vlevel != "r" else v
-        masked = f"tl.where(xmask & rmask, {full}, {init})"
+        masked = f"tl.where({self._rmask()}, {full}, {init})"
         if kind in ("argmax", "argmin"):
             i, _ = self._ref(refs, op.args[2])
             idx = f"tl.broadcast_to({i}, [XBLOCK, RBLOCK])"
             w.add(f"{var}_v, {var} = tl.reduce(({masked}, {idx}), 1, _{kind})")
             w.add(f"{var} = {var}[:, None]")
         else:
-            w.add(f"{var} = {self._reduce(kind, masked, vt)}[:, None]")
+            w.add(f"{var} = {reduce_text(kind, masked)}[:, None]")
         refs[red] = (var, "x")
         self._emit_ops(w, ni, n, range(red + 1, len(body.ops)), subs, refs, "x")
-
-    @staticmethod
-    def _reduce(kind: str, value: str, dtype: torch.dtype) -> str:
-        if kind == "sum":
-            return f"tl.sum({value}, 1)"
-        if kind == "prod":
-            return f"tl.reduce({value}, 1, _mul)"
-        if kind == "max":
-            return f"tl.reduce({value}, 1, _maximum)"
-        if kind == "min":
-            return f"tl.reduce({value}, 1, _minimum)"
-        if kind == "any":
-            return f"(tl.max(({value}).to(tl.int32), 1) != 0)"
-        if kind == "all":
-            return f"(tl.min(({value}).to(tl.int32), 1) != 0)"
-        raise NotImplementedError(kind)
 
     def _looped(self, w: _Lines, prepared: list[tuple[int, ComputedBuffer,
                                                      dict[sympy.Symbol, sympy.Expr],
@@ -660,7 +637,7 @@ class TritonGen:
             reads = {b for b, _ in n.body.reads()}
             if ni in self._welford:  # NOTE: computed without the mean it reads
                 reads.discard(self._welford[ni].mean_of)
-            if not inner:
+            if not inner and not n.body.is_reduction:
                 current = None
                 segments.append([pos])
                 continue
@@ -674,9 +651,10 @@ class TritonGen:
         stored_before: set[str] = set()
         for seg in segments:
             nodes = [prepared[p] for p in seg]
-            if len(seg) == 1 and not nodes[0][3]:
+            if len(seg) == 1 and not nodes[0][3] and not _is_reduction(nodes[0][1]):
                 ni, n, subs, _ = nodes[0]
                 assert n.body is not None
+                self._enter(w, ni)
                 self._emit_ops(w, ni, n, range(len(n.body.ops)), subs, {}, "x")
                 continue
             self._loop_segment(w, nodes, stored_before)
@@ -726,6 +704,7 @@ class TritonGen:
             assert body is not None
             refs: dict[int, tuple[str, str]] = {}
             refs_by_node[ni] = refs
+            self._enter(w, ni)
             red = _red_pos(body)
             end = len(body.ops) if red is None else red
             if ni in self._welford:
@@ -744,15 +723,16 @@ class TritonGen:
                 i, _ = self._ref(refs, op.args[2])
                 idx = f"tl.broadcast_to({i}, [XBLOCK, RBLOCK])"
                 w.add(f"{acc}_nv, {acc}_ni = _{kind}({acc}, {acc}_i, {full}, {idx})")
-                w.add(f"{acc} = tl.where(xmask & rmask, {acc}_nv, {acc})")
-                w.add(f"{acc}_i = tl.where(xmask & rmask, {acc}_ni, {acc}_i)")
+                w.add(f"{acc} = tl.where({self._rmask()}, {acc}_nv, {acc})")
+                w.add(f"{acc}_i = tl.where({self._rmask()}, {acc}_ni, {acc}_i)")
             else:
                 comb = {"sum": f"{acc} + {full}", "prod": f"{acc} * {full}",
                         "max": f"_maximum({acc}, {full})", "min": f"_minimum({acc}, {full})",
                         "any": f"{acc} | ({full} != 0)", "all": f"{acc} & ({full} != 0)"}[kind]
-                w.add(f"{acc} = tl.where(xmask & rmask, {comb}, {acc})")
+                w.add(f"{acc} = tl.where({self._rmask()}, {comb}, {acc})")
         w.level -= 1
         self._loads.clear()
+        self._extent_mask = None
         for name in loop_values:
             # NOTE: r-level values live in the loop; later loops load them from memory.
             self.values.pop(name, None)
@@ -772,7 +752,7 @@ class TritonGen:
                       "_welford)")
                 w.add(f"{var} = {var}[:, None]")
             else:
-                w.add(f"{var} = {self._reduce(kind, acc, vt)}[:, None]")
+                w.add(f"{var} = {reduce_text(kind, acc)}[:, None]")
             refs = {red: (var, "x")}
             subs = next(s for i, _, s, _ in nodes if i == ni)
             self._emit_ops(w, ni, n, range(red + 1, len(body.ops)), subs, refs, "x")
@@ -787,7 +767,7 @@ class TritonGen:
             self._emit_op(w, ni, op_id, body.ops[op_id], subs, refs, "r")
         v, _ = refs[self._welford[ni].chain[-1]]
         acc = f"n{ni}_acc"
-        m = "xmask & rmask"
+        m = self._rmask()
         w.add(f"{acc}_c = tl.where({m}, {acc}_n + 1, {acc}_n)")
         w.add(f"{acc}_d = {v} - {acc}_m")
         w.add(f"{acc}_m = tl.where({m}, {acc}_m + {acc}_d / tl.where({m}, {acc}_c, 1), "
@@ -827,7 +807,7 @@ class TritonGen:
         header = module_header(self.interpret)
         if self._welford:
             header += WELFORD_HELPER
-        source = header + "\n\n" + kernel_text
+        source = header + "\n\n" + self.dtypes_comment() + kernel_text
         digest = hashlib.sha256(source.encode()).hexdigest()[:16]
         name = f"triton_{digest}"
         return TritonKernel(
@@ -873,6 +853,10 @@ def triton_configs(xnumel: int, rnumel: int, reduction: bool, persistent: bool,
         return tuple(dict.fromkeys(out))
     return tuple(dict.fromkeys((min(x, xcap), min(r, max(16, rb)), wp) for x, r, wp in (
         (1, 2048, 8), (1, 1024, 4), (8, 256, 4), (64, 64, 4), (4, 512, 8))))
+
+
+def _is_reduction(n: ComputedBuffer) -> bool:
+    return n.body is not None and n.body.is_reduction
 
 
 def _red_pos(body: LoopBody) -> int | None:

@@ -239,7 +239,7 @@ class MatmulTemplateGen(TritonGen):
                       "BLOCK_K: tl.constexpr", "GROUP_M: tl.constexpr"]
         sig = ", ".join([*args, *constexprs])
         kernel_text = f"{self.decorator(seeds)}\ndef KERNEL_NAME({sig}):\n" + "\n".join(w.lines) + "\n"
-        source = module_header(self.interpret) + "\n\n" + kernel_text
+        source = module_header(self.interpret) + "\n\n" + self.dtypes_comment() + kernel_text
         name = f"triton_mm_{hashlib.sha256(source.encode()).hexdigest()[:16]}"
         batch, m, n, k = self.dims
         epilogue = self._epilogue()

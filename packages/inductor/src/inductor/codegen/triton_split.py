@@ -43,6 +43,7 @@ from inductor.codegen.triton import (
     generate_triton,
     symbolic_group,
 )
+from inductor.codegen.triton_compute import reduce_text
 from inductor.codegen.triton_prelude import TL_DTYPE, reduction_init
 from inductor.codegen.triton_tile import TiledTritonGen, _coeff
 from inductor.codegen.triton_welford import Prepared, match_welford
@@ -265,7 +266,7 @@ class SplitTritonGen(TritonGen):
                 w.add(f"tl.store({ws} + {at}, {acc}_v[:, None], mask=xmask)")
                 w.add(f"tl.store({wsi} + {at}, {acc}_r[:, None], mask=xmask)")
             else:
-                part = self._reduce(kind, acc, vt)
+                part = reduce_text(kind, acc)
                 if kind in ("any", "all"):
                     part = f"({part}).to(tl.int32)"
                 w.add(f"tl.store({ws} + {at}, {part}[:, None], mask=xmask)")
@@ -336,7 +337,7 @@ class SplitTritonGen(TritonGen):
                     reduced = f"tl.sum({masked}, 1).to(tl.float32)"
                 else:
                     masked = f"tl.where(xmask & rmask, {part}, {init})"
-                    reduced = self._reduce(kind, masked, vt)
+                    reduced = reduce_text(kind, masked)
                 w.add(f"{var} = {reduced}[:, None]")
             refs = {red: (var, "x")}
             self._emit_ops(w, ni, n, range(red + 1, len(body.ops)), subs_of[ni], refs, "x")

@@ -196,7 +196,11 @@ _CAT_EXTERN_NUMEL = 32768
 def _cat(ctx: LoweringContext, tensors: Sequence[Any], dim: int = 0) -> Any:
     new = out_size(ctx)
     dim = normalize_dim(dim, len(new))
-    parts = [t for t in tensors if not (len(t.size) == 1 and t.size[0] == 0)]
+    # NOTE: a part with no elements along `dim` (or a legacy 1-D empty tensor) contributes
+    # nothing: kept, its load (clamped to index 0 of an empty buffer) would read outside it
+    parts = [t for t in tensors if not (
+        (len(t.size) == 1 and t.size[0] == 0)
+        or (len(t.size) == len(new) and is_static(t.size[dim]) and int(t.size[dim]) == 0))]
     innermost = dim == len(new) - 1 and len(parts) <= 7  # codegen splits at <= 6 cuts
     if len(parts) > 8 or (len(parts) >= _CAT_EXTERN_PARTS and not innermost
                           and math.prod(new) >= _CAT_EXTERN_NUMEL):
