@@ -36,7 +36,7 @@ def _gpu_sources(fn: Callable[..., Any], inputs: list[torch.Tensor]) -> list[str
             for g in p.steps if isinstance(g, FusedGroup)]
 
 
-@pytest.mark.parametrize("n", [5, 3000])  # NOTE: persistent and looped rows
+@pytest.mark.parametrize("n", [5, 3000, 20000])  # NOTE: persistent, looped, split rows
 def test_mean_over_one_element_beside_longer_rows(n: int) -> None:
     """multilabel_soft_margin_loss of 1-D inputs: a sum over the n classes, then a mean
     over a batch dim of size 1 in the same kernel (it gave n times the loss)."""

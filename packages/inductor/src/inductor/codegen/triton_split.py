@@ -85,8 +85,8 @@ class SplitTritonGen(TritonGen):
         """Whether this group takes the split form: few long rows, or columns (see
         `_columns`); one loop segment (a variance joins its mean's segment through
         Welford)."""
-        if not self.reduction:
-            return False
+        if not self.reduction or any(e != self.rnumel for e in self.extents.values()):
+            return False  # NOTE: a node over fewer row elements needs `_enter`'s mask
         self._ranges = {}
         self.columns = False
         if (self.rnumel < SPLIT_MIN_RNUMEL or self.xnumel > SPLIT_MAX_ROWS
