@@ -117,3 +117,12 @@ def test_minimum_of_a_constant_and_a_block() -> None:
     x[3] = float("nan")
     check(lambda x: (F.logsigmoid(x), torch.maximum(torch.zeros((), device=DEVICE), x)),
           [x])
+
+
+def test_no_load_from_an_empty_buffer() -> None:
+    """Padding an empty tensor: the lowering's clamped load of the source (discarded by the
+    pad's select) has no element to read; the kernel reads nothing from that buffer."""
+    x = torch.randn(0, 3, device=DEVICE)
+    compiled = check(lambda x: F.pad(x, (1, 1, 1, 1), value=2.0) + 1, [x])
+    (kernel,) = triton_kernels(compiled)
+    assert "tl.load(in_ptr0" not in kernel.source, kernel.source

@@ -488,7 +488,12 @@ class TritonGen:
                 return f"{var}.to({TL_DTYPE[dtype]}).to({TL_DTYPE[cdt]})", level
             return var, level
         param = self.params[name]
-        if name in self.scalars:
+        if any(s == 0 for s in self.buffers[name].layout.size):
+            # NOTE: an empty buffer has no element to read (a lowering reads one only where
+            # a select discards the value): never an address past its storage
+            text = f"tl.full([], 0, {TL_DTYPE[dtype]})"
+            level = "c"
+        elif name in self.scalars:
             text = param
             level = "c"
         else:
