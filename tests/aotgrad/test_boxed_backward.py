@@ -41,10 +41,18 @@ class _AliveAtEachOp(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def test_saved_activations_are_freed_inside_the_backward() -> None:
-    compiled = aotgrad.aot_function(_program, run_graph_as_is)
+def _program_writing_a_buffer(x: torch.Tensor, w: torch.Tensor,
+                              steps: torch.Tensor) -> torch.Tensor:
+    """`_program` that also writes an input (as batch norm writes its running statistics):
+    the runtime's forward then saves through its general path (mutated inputs)."""
+    steps.add_(1)
+    return _program(x, w)
+
+
+def _check_freed_inside_the_backward(program: Any, *extra: torch.Tensor) -> None:
+    compiled = aotgrad.aot_function(program, run_graph_as_is)
     x, w = _inputs()
-    compiled(x, w).backward()  # NOTE: compiles the backward
+    compiled(x, w, *extra).backward()  # NOTE: compiles the backward
     x.grad = w.grad = None
     refs: list[weakref.ref[torch.Tensor]] = []
 
@@ -54,7 +62,7 @@ def test_saved_activations_are_freed_inside_the_backward() -> None:
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        loss = compiled(x, w)
+        loss = compiled(x, w, *extra)
     assert refs and all(r() is not None for r in refs)
     mode = _AliveAtEachOp(refs)
     with mode:
@@ -68,6 +76,18 @@ def test_saved_activations_are_freed_inside_the_backward() -> None:
     _program(want_x, want_w).backward()
     torch.testing.assert_close(x.grad, want_x.grad)
     torch.testing.assert_close(w.grad, want_w.grad)
+
+
+def test_saved_activations_are_freed_inside_the_backward() -> None:
+    _check_freed_inside_the_backward(_program)
+
+
+def test_saved_activations_are_freed_when_the_program_writes_an_input() -> None:
+    # NOTE: the runtime rebuilt the saved values with iterators that it kept to the end of
+    # the backward, holding every saved tensor
+    steps = torch.zeros(())
+    _check_freed_inside_the_backward(_program_writing_a_buffer, steps)
+    assert steps.item() == 2
 
 
 def test_retain_graph_backward_twice_equals_eager() -> None:

@@ -154,6 +154,20 @@ def tangents_reaching_inputs(fw_gm: fx.GraphModule,
     return [frozenset(reach[p]) for p in placeholders]
 
 
+def _merged_saved(layout: Sequence[bool], tensors: Sequence[Any],
+                  others: Sequence[Any]) -> list[Any]:
+    """The saved values in the forward's order: `layout` says which are tensors.
+
+    NOTE: a function of its own: its iterators, which hold `tensors` until they run past
+    the end (never, here), die when it returns. Kept in the backward's frame, they kept every
+    saved tensor alive to the backward's end, whatever the boxed backward freed (a CNN whose
+    batch norms write their running statistics takes this path).
+    """
+    tensor_iter = iter(tensors)
+    other_iter = iter(others)
+    return [next(tensor_iter) if is_tensor else next(other_iter) for is_tensor in layout]
+
+
 class InferenceRunner:
     """Runs the compiled functional forward alone (no input requires grad, or grad mode off)."""
 
@@ -310,10 +324,7 @@ class TrainingRunner:
             if ctx.saved_layout is None:
                 saved = ctx.saved_tensors
             else:
-                tensors = iter(ctx.saved_tensors)
-                others = iter(ctx.saved_other)
-                saved = [next(tensors) if is_tensor else next(others)
-                         for is_tensor in ctx.saved_layout]
+                saved = _merged_saved(ctx.saved_layout, ctx.saved_tensors, ctx.saved_other)
             tangents: list[torch.Tensor] = []
             missing: set[int] = set()
             for k, (example, i) in enumerate(zip(tangent_examples, tangent_list)):

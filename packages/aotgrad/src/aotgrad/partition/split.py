@@ -12,6 +12,7 @@ contiguous copy (compact.py), so that it does not keep the larger storage alive.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Callable, Iterable
 
 import torch
@@ -137,6 +138,14 @@ def _backward_graph(
             stack.pop()
             env[node] = copy_for_recompute(info, graph, node, env.__getitem__)
             computed.append(node)
+            # NOTE: the elements of a multi-output op come right after it: the op's tuple
+            # holds every element alive until its last element is taken (a recomputed batch
+            # norm's mean, read late by its backward, kept the normalized output alive).
+            for user in node.users:
+                if (user.op == "call_function" and user.target is operator.getitem
+                        and user in needed and user not in env):
+                    env[user] = copy_for_recompute(info, graph, user, env.__getitem__)
+                    computed.append(user)
 
     # NOTE: the gradient ops come in the joint graph's order; a forward value the backward
     # computes again comes right before its first reader, not all of them at the top (as the
