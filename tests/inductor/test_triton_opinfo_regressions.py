@@ -126,3 +126,18 @@ def test_no_load_from_an_empty_buffer() -> None:
     compiled = check(lambda x: F.pad(x, (1, 1, 1, 1), value=2.0) + 1, [x])
     (kernel,) = triton_kernels(compiled)
     assert "tl.load(in_ptr0" not in kernel.source, kernel.source
+
+
+def test_out_of_range_indices_in_masked_off_lanes_do_not_raise() -> None:
+    """Lanes past the end of a block compute indices too (here 3 * lane, past the 13
+    elements of `w`): the bounds check, an error slot here and a device-side assert on a GPU,
+    is masked like the loads and stores, in pointwise and in reduction kernels."""
+    w = randn(13)
+    x = randn(2, 5)
+    check(lambda w: w[torch.arange(5, device=w.device) * 3] + 1, [w])
+    check(lambda w, x: (w[torch.arange(5, device=w.device) * 3] * x).sum(1), [w, x])
+    sources = _gpu_sources(lambda w, x: (w[torch.arange(5) * 3] * x).sum(1),
+                           [torch.randn(13), torch.randn(2, 5)])
+    asserts = [line for s in sources for line in s.splitlines() if "tl.device_assert(" in line]
+    assert asserts, sources
+    assert all("xmask" in line for line in asserts), asserts
