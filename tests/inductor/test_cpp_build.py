@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 import torch
 from aten_trace import trace_aten
 from inductor import compile_aten, config
@@ -84,3 +85,21 @@ def test_second_process_reuses_cache(tmp_path: pathlib.Path) -> None:
     before = lib.stat().st_mtime_ns
     assert _compiles_in_fresh_process(tmp_path) == 0
     assert lib.stat().st_mtime_ns == before
+
+
+def test_a_changed_prelude_does_not_load_a_library_built_with_the_old_one(
+        tmp_path: pathlib.Path) -> None:
+    """Kernels find their library through an index keyed by their own text: the prelude
+    they are built with is part of that key, so a kernel whose text is unchanged after the
+    prelude changed (a fixed `ind_sign`) is built again, not served the old code."""
+    x = torch.randn(50)
+    # NOTE: a kernel no other test of this process has loaded (built here, indexed here)
+    gm = trace_aten(lambda t: torch.atan(t * 1.25) - 7, [x])
+    with config.patch(cache_dir=str(tmp_path)):
+        compiled = compile_aten(gm, [x])
+        kernel = compiled.kernels[0]
+        assert cpp_build._from_index(kernel) is not None
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(cpp_build, "PRELUDE", cpp_build.PRELUDE + "\n// another prelude\n")
+            assert cpp_build._from_index(kernel) is None
+        assert cpp_build._from_index(kernel) is not None

@@ -119,7 +119,7 @@ static inline float ind_erf(float x) {
 static inline double ind_erf(double x) { return std::erf(x); }
 template <class T> static inline T ind_sigmoid(T x) { return T(1) / (T(1) + ind_exp(-x)); }
 template <class T> static inline T ind_sign(T x) {
-  return x != x ? x : (T)((T(0) < x) - (x < T(0)));
+  return (T)((T(0) < x) - (x < T(0)));  // NOTE: eager's: NaN -> 0
 }
 template <class T> static inline T ind_remainder(T a, T b) {
   T r = std::fmod(a, b); return (r != T(0) && ((r < T(0)) != (b < T(0)))) ? r + b : r;

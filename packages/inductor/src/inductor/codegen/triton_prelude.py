@@ -116,7 +116,9 @@ UNARY = {
     "isfinite": "(({0} == {0}) & (tl.abs({0}) != float('inf')))",
     "signbit": "(libdevice.signbit({0}) != 0)", "frac": "({0} - libdevice.trunc({0}))",
     "round": "libdevice.nearbyint({0})", "trunc": "libdevice.trunc({0})",
-    "sign": "tl.where({0} != {0}, {0}, tl.where({0} > 0, 1, tl.where({0} < 0, -1, 0)))",
+    # NOTE: as eager's (0 < a) - (a < 0), NaN -> 0, in the argument's own type: a where over
+    # integer constants (1, -1, 0) stored as bfloat16 gave +1 for negatives on an H100
+    "sign": "(({0} > 0).to({0}.dtype) - ({0} < 0).to({0}.dtype))",
 }
 for _name in ("expm1", "log10", "log1p", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
               "asinh", "acosh", "atanh", "erfc", "erfinv", "lgamma"):

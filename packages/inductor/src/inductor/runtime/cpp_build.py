@@ -255,8 +255,11 @@ def _flags_digest_for(flags: str) -> str:
 
 
 def _flags_digest() -> str:
+    """What a kernel's library depends on besides the kernel's own text: the compiler, its
+    flags, and the prelude every kernel is built with (a kernel whose text is unchanged
+    after the prelude changed must not load a library built with the old one)."""
     cxx = config.options.cxx
-    return _flags_digest_for("\0".join([cxx, _compiler_version(cxx), *_key_flags()]))
+    return _flags_digest_for("\0".join([cxx, _compiler_version(cxx), *_key_flags(), PRELUDE]))
 
 
 def _from_index(kernel: CppKernel) -> Any | None:
