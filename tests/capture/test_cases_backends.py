@@ -108,3 +108,17 @@ def test_unknown_backend_name_is_an_error():
         compiled = capture.optimize(fn, backend="eagre", fullgraph=True)
         compiled(t(2, 3), t(3, 4))
     assert "eager" in str(info.value)
+
+
+@pytest.mark.parametrize("target", [torch.sign, torch.add, torch.ops.aten.cos.default,
+                                    torch.ops.aten.cos], ids=str)
+def test_functions_written_in_c_compile_as_their_call(target):
+    """`torch.sign`, an ATen op: no bytecode of their own; as torch.compile does, the call
+    is captured (one graph, fullgraph), not refused or run eagerly."""
+    backend = CountingBackend()
+    capture.reset()
+    compiled = capture.optimize(target, backend=backend, fullgraph=True)
+    x = t(3, 4)
+    args = (x, x) if target is torch.add else (x,)
+    assert_same(compiled(*args), target(*args))
+    assert len(backend.graphs) == 1

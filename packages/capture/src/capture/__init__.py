@@ -70,7 +70,8 @@ def optimize(
     dynamic: bool | None = None,
     options: Mapping[str, object] | None = None,
 ) -> Any:
-    """Compile `target` (function, bound method or nn.Module) with `backend`.
+    """Compile `target` (function, bound method, nn.Module, or a function written in C such
+    as `torch.sign` or an ATen op, compiled as its call) with `backend`.
 
     Returns a wrapper: a `CompiledFunction` for functions and methods, an `OptimizedModule`
     for modules. `dynamic`: None (default) compiles static shapes first and makes a size
@@ -102,12 +103,27 @@ def optimize(
                                 opts)
     if isinstance(target, types.FunctionType):
         return CompiledFunction(target, backend_fn, name, fullgraph, options=opts)
+    if isinstance(target, (types.BuiltinFunctionType, torch._ops.OpOverload,
+                           torch._ops.OpOverloadPacket)):
+        # NOTE: a function written in C (`torch.sign`, an ATen op) has no bytecode: its
+        # call from a Python function is what is captured
+        return CompiledFunction(_calling(target), backend_fn, name, fullgraph, options=opts)
     # NOTE: not callable(): a bound Python `__call__` method is what can be compiled.
     if callable(target) and isinstance(getattr(target, "__call__", None),  # noqa: B004
                                         types.MethodType):
         call_fn = target.__call__.__func__
         return CompiledFunction(call_fn, backend_fn, name, fullgraph, target, opts)
     raise TypeError(f"capture.optimize: cannot compile {type(target).__name__} objects")
+
+
+def _calling(target: Callable[..., Any]) -> types.FunctionType:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return target(*args, **kwargs)
+
+    assert isinstance(call, types.FunctionType)
+    name = str(getattr(target, "__name__", "call")).replace(".", "_")
+    call.__name__ = call.__qualname__ = name if name.isidentifier() else "call"
+    return call
 
 
 def reset() -> None:
