@@ -76,7 +76,8 @@ def compile(
     the compiled code; a call that fails them recompiles.
 
     Args:
-        model: The function, bound method or `torch.nn.Module` to compile. Omit it to get a
+        model: The function, bound method or `torch.nn.Module` to compile (a function written
+            in C, such as `torch.sign` or an ATen op, compiles as its call). Omit it to get a
             decorator: `@compiler.compile(fullgraph=True)`.
         fullgraph: If True, any construct that cannot be captured into the graph raises
             `capture.Unsupported` naming it and the user's file and line. If False, such a
