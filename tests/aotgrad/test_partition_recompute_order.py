@@ -3,6 +3,8 @@ recomputed activation is alive only from there to its last use (`partition.split
 
 from __future__ import annotations
 
+import operator
+
 import torch
 from aotgrad.partition.analysis import analyze, bytes_of, example_value
 from aotgrad.partition.split import split
@@ -93,3 +95,36 @@ def test_the_order_keeps_every_gradient_op_in_its_joint_order() -> None:
                    if n.op == "call_function" and not info.is_forward_computable(n)]
     bw_order = [n.name for n in partition.bw.graph.nodes if n.name in set(joint_order)]
     assert bw_order == [name for name in joint_order if name in set(bw_order)]
+
+
+def _normalized_chain(x: torch.Tensor, *weights: torch.Tensor) -> tuple[torch.Tensor]:
+    """Matmuls each followed by a normalization through `var_mean` (a multi-output op)."""
+    for w in weights:
+        h = x @ w
+        var, mean = torch.var_mean(h, dim=-1, keepdim=True)
+        x = torch.tanh((h - mean) * torch.rsqrt(var + 1e-5))
+    return (x.sum(),)
+
+
+def test_elements_of_a_recomputed_multi_output_op_follow_it() -> None:
+    inputs = _inputs()
+    joint, nfwd = trace_joint(_normalized_chain, inputs)
+    info = analyze(joint, nfwd)
+    mms = [n for n in joint.graph.nodes if n.target is torch.ops.aten.mm.default
+           and info.is_forward_computable(n)]
+    partition = split(info, [*info.primals, *mms])
+    nodes = list(partition.bw.graph.nodes)
+    multi = [n for n in nodes if n.target is torch.ops.aten.var_mean.correction]
+    assert len(multi) == LAYERS
+    for node in multi:
+        # NOTE: the op's tuple holds every element until the last is taken
+        elements = [u for u in node.users if u.target is operator.getitem]
+        at = nodes.index(node)
+        assert sorted(nodes.index(u) for u in elements) == list(
+            range(at + 1, at + 1 + len(elements))), node.name
+    tangents = [torch.ones(())]
+    _, grads = run_split(partition.fw, partition.bw, nfwd, inputs, tangents)
+    _, ref_grads = eager_reference(_normalized_chain, inputs, tangents)
+    for got, want in zip(grads, ref_grads):
+        assert got is not None and want is not None
+        torch.testing.assert_close(got, want)
