@@ -156,3 +156,16 @@ def test_sign_in_every_dtype_is_eagers() -> None:
         compiled = check(lambda t: (torch.sign(t), torch.sgn(t) * 2), [x.to(DEVICE)],
                          atol=0, rtol=0)
         assert ".to(" in compiled.kernels[0].source
+
+
+def test_bfloat16_casts_round_to_nearest_even() -> None:
+    """Casts into bfloat16 round to nearest even, as eager and a GPU do (Triton's interpreter
+    truncated float32 and reinterpreted an integer's low bits; a bfloat16 prod of 15 and
+    10.375 gave 155, eager 156): ties, overflow to inf, NaN, signed zeros, integers."""
+    x = torch.tensor([155.625, -2.0703125, 1 + 2**-8, 1 + 3 * 2**-8, 3.3e38, -3.3e38,
+                      float("nan"), float("-inf"), 0.0, -0.0, 1e-40, 7.0], device=DEVICE)
+    i = torch.tensor([257, 1000, -3, 65535, 2**40 + 2**31], device=DEVICE)
+    check(lambda x, i: (x.bfloat16(), (x * 2 - 1).bfloat16(), i.to(torch.bfloat16)), [x, i],
+          atol=0, rtol=0)
+    h = torch.tensor([15.0, 10.375, -2.0, 1.0390625], device=DEVICE).bfloat16()
+    check(lambda h: h.view(2, 2).prod(1), [h], atol=0, rtol=0)

@@ -27,7 +27,13 @@ import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 import torch
 
 from inductor.codegen.triton_compute import compute_text, reduce_text
-from inductor.codegen.triton_prelude import TL_DTYPE, literal, module_header, reduction_init
+from inductor.codegen.triton_prelude import (
+    TL_DTYPE,
+    cast_text,
+    literal,
+    module_header,
+    reduction_init,
+)
 from inductor.codegen.triton_welford import WELFORD_HELPER, WelfordMatch, match_welford
 from inductor.ir.checks import ERR_PARAM, ZERO_DIVISION, KernelCheck
 from inductor.ir.loop_body import LoopBody, LoopOp
@@ -437,7 +443,7 @@ class TritonGen:
             src, level = self._ref(refs, a[0])
             dst = a[1]
             assert isinstance(dst, torch.dtype)
-            text = f"({src} != 0)" if dst == torch.bool else f"{src}.to({TL_DTYPE[dst]})"
+            text = f"({src} != 0)" if dst == torch.bool else cast_text(src, dst, self.interpret)
         elif op.kind == "indirect":
             text, level = self._indirect(w, a, refs, var)
         elif op.kind == "rand":
@@ -485,7 +491,7 @@ class TritonGen:
         if stored is not None:
             var, level = stored
             if cdt != dtype:  # NOTE: a half value is rounded as eager's buffer would be
-                return f"{var}.to({TL_DTYPE[dtype]}).to({TL_DTYPE[cdt]})", level
+                return f"{cast_text(var, dtype, self.interpret)}.to({TL_DTYPE[cdt]})", level
             return var, level
         param = self.params[name]
         if any(s == 0 for s in self.buffers[name].layout.size):
@@ -511,7 +517,7 @@ class TritonGen:
             return
         dtype = self.buffers[name].dtype
         if compute_dtype(dtype) != dtype:
-            value = f"{value}.to({TL_DTYPE[dtype]})"
+            value = cast_text(value, dtype, self.interpret)
         ilevel = self._level(idx)
         level = _max_level(level, ilevel, "x")
         ptr = f"{self.params[name]} + {self.texpr(idx)}"

@@ -84,10 +84,34 @@ def _ipow(a, b):
 '''
 
 
+# NOTE: Triton's interpreter casts float32 to bfloat16 by truncating the mantissa (and an
+# integer to bfloat16 by reinterpreting its low bits); a GPU rounds to nearest even, as
+# eager does. Under the interpreter a cast to bfloat16 goes through this helper instead.
+_INTERP_BF16 = '''
+
+@triton.jit
+def _to_bf16(x):
+    bits = x.to(tl.float32).to(tl.uint32, bitcast=True)
+    lsb = (bits >> 16) & tl.full([], 1, tl.uint32)
+    rounded = (bits + tl.full([], 0x7FFF, tl.uint32) + lsb) >> 16
+    quiet = (bits >> 16) | tl.full([], 0x40, tl.uint32)
+    out = tl.where(x != x, quiet, rounded)
+    return out.to(tl.uint16).to(tl.bfloat16, bitcast=True)
+'''
+
+
 def module_header(interpret: bool) -> str:
     """Imports and helpers at the top of a generated module."""
     lib = _INTERP_LIBDEVICE if interpret else _GPU_LIBDEVICE
-    return "import triton\nimport triton.language as tl\n" + lib + _HELPERS
+    helpers = _HELPERS + _INTERP_BF16 if interpret else _HELPERS
+    return "import triton\nimport triton.language as tl\n" + lib + helpers
+
+
+def cast_text(value: str, dtype: torch.dtype, interpret: bool) -> str:
+    """`value` cast to `dtype` (rounded to nearest even into bfloat16 on every device)."""
+    if interpret and dtype == torch.bfloat16:
+        return f"_to_bf16({value})"
+    return f"{value}.to({TL_DTYPE[dtype]})"
 
 
 TL_DTYPE = {
