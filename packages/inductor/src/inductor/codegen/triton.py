@@ -334,10 +334,8 @@ class TritonGen:
         return base if self._extent_mask is None else f"{base} & {self._extent_mask}"
 
     def _enter(self, w: _Lines, ni: int) -> None:
-        """Start node `ni`: a node whose inner loops cover fewer elements than the group's
-        r dimension (one element or none: a reduction over a size-1 or empty dim beside
-        longer rows) masks the lanes past its extent, so that it neither reduces nor loads
-        nor stores them."""
+        """Start node `ni`: a node over fewer elements than the group's r dimension (a
+        reduction over a size-1 or empty dim) masks the lanes past its extent."""
         self._extent_mask = None
         numel = self.extents.get(ni)
         if numel is None or sympy.sympify(numel) == sympy.sympify(self.rnumel):
@@ -376,10 +374,8 @@ class TritonGen:
         w.add(f"tl.store(kernel_err + 1 + {z}, ({value}).to(tl.int64), mask={m})")
 
     def dtypes_comment(self) -> str:
-        """A comment naming each buffer argument's dtype. It is part of the source, so
-        of the kernel's name: one source text serves one set of argument dtypes (a JIT
-        binary, the launcher's fast path and the compile workers' warm-up are each for
-        one), never, say, the same copy of an int64 and of a float32 buffer."""
+        """A comment naming each argument's dtype, so part of the kernel's name: a JIT
+        binary, the launcher's fast path and the workers' warm-up are for one set."""
         types = ", ".join(f"{arg}: {str(self.buffers[name].dtype).removeprefix('torch.')}"
                           + (" (a number)" if name in self.scalars else "")
                           for name, arg in self.params.items())
@@ -662,9 +658,9 @@ class TritonGen:
         stored_before: set[str] = set()
         for seg in segments:
             nodes = [prepared[p] for p in seg]
-            if len(seg) == 1 and not nodes[0][3] and not _is_reduction(nodes[0][1]):
-                ni, n, subs, _ = nodes[0]
-                assert n.body is not None
+            ni, n, subs, inner = nodes[0]
+            assert n.body is not None
+            if len(seg) == 1 and not inner and not n.body.is_reduction:
                 self._enter(w, ni)
                 self._emit_ops(w, ni, n, range(len(n.body.ops)), subs, {}, "x")
                 continue
@@ -864,10 +860,6 @@ def triton_configs(xnumel: int, rnumel: int, reduction: bool, persistent: bool,
         return tuple(dict.fromkeys(out))
     return tuple(dict.fromkeys((min(x, xcap), min(r, max(16, rb)), wp) for x, r, wp in (
         (1, 2048, 8), (1, 1024, 4), (8, 256, 4), (64, 64, 4), (4, 512, 8))))
-
-
-def _is_reduction(n: ComputedBuffer) -> bool:
-    return n.body is not None and n.body.is_reduction
 
 
 def _red_pos(body: LoopBody) -> int | None:
