@@ -21,7 +21,6 @@ not ours and not listed (they are not memory-bound, or not our code).
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from collections import defaultdict
@@ -29,7 +28,7 @@ from typing import Any
 
 import torch
 import zoo
-from gpuprof import gpu_model
+from gpuprof import gpu_model, model_parser
 from inductor.runtime import triton_launch
 from torch.profiler import ProfilerActivity, profile
 
@@ -83,10 +82,7 @@ class Recorder:
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("model")
-    ap.add_argument("mode", nargs="?", default="train")
-    ap.add_argument("--dtype", default="float32")
+    ap = model_parser("train")
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--top", type=int, default=10)
     args = ap.parse_args(argv)

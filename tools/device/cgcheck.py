@@ -8,33 +8,20 @@ Usage (device box, after `source tools/device/install.sh`):
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
-import time
 
 import capture
-import torch
 import zoo
-from gpuprof import gpu_model
+from gpuprof import gpu_model, model_parser, time_steps
 
 
-def _time(step: object, iters: int = 50) -> float:
-    for _ in range(5):
-        step()  # type: ignore[operator]
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        step()  # type: ignore[operator]
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t0) / iters * 1e3
+def _time(step: object) -> float:
+    return time_steps(step, 50, warm=5) * 1e3
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("model")
-    ap.add_argument("mode", nargs="?", default="infer")
-    ap.add_argument("--dtype", default="float32")
+    ap = model_parser()
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stdout, format="%(name)s: %(message)s")
     logging.getLogger("inductor").setLevel(logging.INFO)

@@ -10,21 +10,17 @@ a profile of five steps grouped by input shapes, ATen ops only (copies, pooling,
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 
 import torch
 import zoo
-from gpuprof import gpu_model
+from gpuprof import gpu_model, model_parser
 from torch.profiler import ProfilerActivity, profile
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("model")
-    ap.add_argument("mode", nargs="?", default="infer")
-    ap.add_argument("--dtype", default="float32")
+    ap = model_parser()
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stdout, format="%(message)s")
     logging.getLogger("inductor.output_code").setLevel(logging.DEBUG)

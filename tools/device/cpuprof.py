@@ -7,7 +7,6 @@ time of a steady call goes when the GPU waits for the CPU. Usage (device box, af
 
 from __future__ import annotations
 
-import argparse
 import cProfile
 import pstats
 import sys
@@ -15,14 +14,11 @@ import time
 
 import torch
 import zoo
-from gpuprof import gpu_model
+from gpuprof import gpu_model, model_parser
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("model")
-    ap.add_argument("mode", nargs="?", default="infer")
-    ap.add_argument("--dtype", default="float32")
+    ap = model_parser()
     ap.add_argument("--iters", type=int, default=50)
     args = ap.parse_args(argv)
     model, params, inputs, train = gpu_model(args.model, args.mode, args.dtype)

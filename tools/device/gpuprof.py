@@ -17,15 +17,29 @@ from torch.profiler import ProfilerActivity, profile
 from zoo_gpu_models import MODELS_GPU
 
 
-def _profile(name: str, step: object, iters: int = 10) -> None:
-    for _ in range(3):
+def model_parser(mode: str = "infer") -> argparse.ArgumentParser:
+    """The device scripts' arguments: a GPU zoo model, `infer` or `train`, `--dtype`."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("mode", nargs="?", default=mode)
+    ap.add_argument("--dtype", default="float32")
+    return ap
+
+
+def time_steps(step: object, iters: int, warm: int = 3) -> float:
+    """Seconds per call of `step` (after `warm` calls), synchronized with the GPU."""
+    for _ in range(warm):
         step()  # type: ignore[operator]
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     for _ in range(iters):
         step()  # type: ignore[operator]
     torch.cuda.synchronize()
-    wall = (time.perf_counter() - t0) / iters
+    return (time.perf_counter() - t0) / iters
+
+
+def _profile(name: str, step: object, iters: int = 10) -> None:
+    wall = time_steps(step, iters)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(iters):
             step()  # type: ignore[operator]
@@ -57,10 +71,7 @@ def gpu_model(name: str, mode: str, dtype: str) -> tuple[Any, list[Any], tuple[A
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("model")
-    ap.add_argument("mode", nargs="?", default="infer")
-    ap.add_argument("--dtype", default="float32")
+    ap = model_parser()
     ap.add_argument("--torch", action="store_true", help="also profile torch.compile")
     args = ap.parse_args(argv)
     model, params, inputs, train = gpu_model(args.model, args.mode, args.dtype)
