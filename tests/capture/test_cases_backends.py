@@ -111,7 +111,8 @@ def test_unknown_backend_name_is_an_error():
 
 
 @pytest.mark.parametrize("target", [torch.sign, torch.add, torch.ops.aten.cos.default,
-                                    torch.ops.aten.cos], ids=str)
+                                    torch.ops.aten.cos],
+                         ids=["sign", "add", "aten.cos.default", "aten.cos"])
 def test_functions_written_in_c_compile_as_their_call(target):
     """`torch.sign`, an ATen op: no bytecode of their own; as torch.compile does, the call
     is captured (one graph, fullgraph), not refused or run eagerly."""
