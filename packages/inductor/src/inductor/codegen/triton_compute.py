@@ -66,19 +66,16 @@ def compute_text(op: LoopOp, args: list[str], add: Callable[[str], None], fresh:
     raise NotImplementedError(f"no Triton for op {k}")
 
 
+_REDUCE = {
+    "sum": "tl.sum({0}, 1)", "prod": "tl.reduce({0}, 1, _mul)",
+    "max": "tl.reduce({0}, 1, _maximum)", "min": "tl.reduce({0}, 1, _minimum)",
+    "any": "(tl.max(({0}).to(tl.int32), 1) != 0)", "all": "(tl.min(({0}).to(tl.int32), 1) != 0)",
+}
+
+
 def reduce_text(kind: str, value: str) -> str:
     """The reduction of a `[XBLOCK, RBLOCK]` block `value` along its rows (already masked
     with the reduction's initial value)."""
-    if kind == "sum":
-        return f"tl.sum({value}, 1)"
-    if kind == "prod":
-        return f"tl.reduce({value}, 1, _mul)"
-    if kind == "max":
-        return f"tl.reduce({value}, 1, _maximum)"
-    if kind == "min":
-        return f"tl.reduce({value}, 1, _minimum)"
-    if kind == "any":
-        return f"(tl.max(({value}).to(tl.int32), 1) != 0)"
-    if kind == "all":
-        return f"(tl.min(({value}).to(tl.int32), 1) != 0)"
-    raise NotImplementedError(kind)
+    if kind not in _REDUCE:
+        raise NotImplementedError(kind)
+    return _REDUCE[kind].format(value)
