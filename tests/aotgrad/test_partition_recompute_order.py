@@ -4,6 +4,7 @@ recomputed activation is alive only from there to its last use (`partition.split
 from __future__ import annotations
 
 import operator
+from typing import Any
 
 import torch
 from aotgrad.partition.analysis import analyze, bytes_of, example_value
@@ -57,15 +58,20 @@ def _recomputed_peak(bw: fx.GraphModule, recomputed: set[str]) -> int:
     return peak
 
 
-def test_recomputed_values_come_right_before_their_readers() -> None:
+def _saving_matmuls() -> tuple[list[torch.Tensor], Any, int, Any, Any, int]:
+    """The chain's joint graph split saving every matmul output (the backward recomputes
+    each layer's tanh from it): (inputs, joint, nfwd, info, partition, matmuls saved)."""
     inputs = _inputs()
     joint, nfwd = trace_joint(_chain, inputs)
     info = analyze(joint, nfwd)
-    # save every matmul output: the backward recomputes each layer's tanh from it
     mms = [n for n in joint.graph.nodes if n.target is torch.ops.aten.mm.default
            and info.is_forward_computable(n)]
-    assert len(mms) == LAYERS
-    partition = split(info, [*info.primals, *mms])
+    return inputs, joint, nfwd, info, split(info, [*info.primals, *mms]), len(mms)
+
+
+def test_recomputed_values_come_right_before_their_readers() -> None:
+    inputs, _, nfwd, _, partition, saved = _saving_matmuls()
+    assert saved == LAYERS
     tanhs = {n.name for n in partition.recomputed if n.target is torch.ops.aten.tanh.default}
     assert len(tanhs) == LAYERS
 
@@ -85,12 +91,7 @@ def test_recomputed_values_come_right_before_their_readers() -> None:
 
 
 def test_the_order_keeps_every_gradient_op_in_its_joint_order() -> None:
-    inputs = _inputs()
-    joint, nfwd = trace_joint(_chain, inputs)
-    info = analyze(joint, nfwd)
-    mms = [n for n in joint.graph.nodes if n.target is torch.ops.aten.mm.default
-           and info.is_forward_computable(n)]
-    partition = split(info, [*info.primals, *mms])
+    _, joint, _, info, partition, _ = _saving_matmuls()
     joint_order = [n.name for n in joint.graph.nodes
                    if n.op == "call_function" and not info.is_forward_computable(n)]
     bw_order = [n.name for n in partition.bw.graph.nodes if n.name in set(joint_order)]
