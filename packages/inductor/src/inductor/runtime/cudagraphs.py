@@ -5,22 +5,29 @@ How a call runs (`CudaGraphRunner`):
 
 - The first call runs the wrapper as usual (Triton compiles and tunes its kernels then;
   neither may happen inside a capture) and notes each tensor input's address.
-- The second call records the graph. **Static inputs** keep their addresses and are read
-  in place: parameters, and every input whose address did not change between the first two
-  calls (buffers, tensors marked static, anything the caller keeps in place). Other inputs
-  are copied into static buffers of the graph before each replay; inputs the graph mutates
-  (batch norm's running statistics) are copied back after it.
-- Later calls check that every static input is where it was (else the input is treated as
-  copied from then on and the graph recorded again, at most `MAX_RECORDINGS` times), copy
-  the other inputs in, and replay.
+- Later calls replay a **recording** made for their inputs, recording one when none serves
+  them. A recording reads some inputs **in place**, at the addresses it was made with:
+  parameters, the outputs of live recordings (a forward graph's saved activations, read by
+  its backward: they stay where the forward's replays write them), and every input whose
+  address has not changed from one call to the next (buffers, tensors marked static,
+  anything the caller keeps in place). Other inputs are copied into static buffers of the
+  recording before each replay; inputs the graph mutates (batch norm's running statistics)
+  are copied back after it when they were copied in.
+- A recording serves a call when every input it reads in place is at its recorded address
+  (an input that moves is copied by the recordings made from then on). Up to `MAX_LIVE`
+  recordings live at once, the least recently used idle one making room for a new one; after
+  `MAX_RECORDINGS` recordings the graph runs without CUDA graphs.
 
 **Returned tensors** live in the graph's own memory and a replay writes them again. A
 replay never overwrites a tensor that is still referenced: before each replay the runner
 checks whether anything outside it (the caller, autograd's saved tensors, a view) still
-holds the outputs of its recording; if so it replays a second recording with its own
-memory, and if both are held, the call runs the wrapper without a graph (fresh outputs).
-So a returned tensor stays valid as long as it is referenced; the cost of holding on to
-outputs (`out = f(x)` kept across the next call) is a second recording's memory.
+holds the outputs of its recording; if so it replays a second recording for the same inputs,
+with its own memory, and if both are held, the call runs the wrapper without a graph (fresh
+outputs). So a returned tensor stays valid as long as it is referenced; the cost of holding
+on to outputs (`out = f(x)` kept across the next call) is a second recording's memory. A
+training step under CUDA graphs keeps the forward's outputs held until its backward ran, so
+forward and backward each have one or two recordings and the backward reads the saved
+activations in place.
 
 Bounds checks of GPU kernels are device-side asserts, as in eager CUDA kernels: a replay
 that indexes out of bounds fails at the next synchronization. A kernel that reports through
@@ -38,6 +45,7 @@ nothing but log that.
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -49,7 +57,8 @@ from inductor.runtime.kernel_checks import Pending, deferred_checks, raise_defer
 
 log = logging.getLogger("inductor")
 
-MAX_RECORDINGS = 4
+MAX_RECORDINGS = 8
+MAX_LIVE = 4
 Call = Callable[..., Any]
 
 
@@ -133,23 +142,43 @@ def cudagraph_call(call: Call, gm: torch.fx.GraphModule, wrapper_source: str,
 
 
 class _Recording:
-    """One captured graph: its static input buffers and outputs."""
+    """One captured graph: the inputs it reads in place (position -> address), its static
+    buffers for the others, and its outputs."""
 
     def __init__(self, graph: Any, buffers: dict[int, torch.Tensor], outputs: Any,
-                 baseline: list[tuple[torch.Tensor, int]], checks: Pending) -> None:
+                 baseline: list[tuple[torch.Tensor, int]], checks: Pending,
+                 in_place: dict[int, int] | None = None,
+                 scalars: tuple[object, ...] = ()) -> None:
         self.graph = graph
         self.checks = checks  # NOTE: error slots of checking kernels, read after replays
         self.buffers = buffers
         self.outputs = outputs
         self.baseline = baseline  # NOTE: (output, storage use count held by us alone)
+        self.in_place = in_place or {}
+        self.scalars = scalars
+        self.last_use = 0
 
     def outputs_held(self) -> bool:
         """Whether anything outside the runner still references an output's memory."""
         return any(_use_count(t) > n for t, n in self.baseline)
 
+    def serves(self, ptrs: tuple[int, ...], scalars: tuple[object, ...]) -> bool:
+        """Whether a call with these input addresses and scalars can replay this recording:
+        every input it reads in place is at the address it was recorded with."""
+        return scalars == self.scalars and all(ptrs[i] == p for i, p in self.in_place.items())
+
 
 def _use_count(t: torch.Tensor) -> int:
     return int(torch._C._storage_Use_Count(t.untyped_storage()._cdata))
+
+
+#: The memory of every live recording's outputs (storage address -> recording): an input
+#: found here is read in place by a new recording, as its address is stable across replays.
+_GRAPH_MEMORY: weakref.WeakValueDictionary[int, _Recording] = weakref.WeakValueDictionary()
+
+
+def _graph_memory(t: torch.Tensor) -> bool:
+    return t.untyped_storage().data_ptr() in _GRAPH_MEMORY
 
 
 class CudaGraphRunner:
@@ -159,35 +188,37 @@ class CudaGraphRunner:
         self.call = call
         self.mutated = mutated
         self.calls = 0
-        self.first_ptrs: tuple[int, ...] | None = None
-        self.static: set[int] = set()
-        self.static_ptrs: dict[int, int] = {}
-        self.scalars: tuple[object, ...] = ()
+        self.prev_ptrs: tuple[int, ...] | None = None
+        #: inputs seen at a new address from one call to the next: always copied
+        self.moving: set[int] = set()
         self.recordings: list[_Recording] = []
         self.recorded = 0
         self.disabled: str | None = None
         self.replays = 0
+
+    @property
+    def static(self) -> set[int]:
+        """The inputs the latest recording reads in place."""
+        return set(self.recordings[-1].in_place) if self.recordings else set()
 
     def __call__(self, *args: Any) -> Any:
         self.calls += 1
         if self.disabled is not None:
             return self.call(*args)
         ptrs = tuple(a.data_ptr() if isinstance(a, torch.Tensor) else 0 for a in args)
-        if self.first_ptrs is None:
-            self.first_ptrs = ptrs
+        prev, self.prev_ptrs = self.prev_ptrs, ptrs
+        if prev is None:
             return self.call(*args)
-        if not self.recordings:
-            self.static = {i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and (
-                isinstance(a, torch.nn.Parameter) or ptrs[i] == self.first_ptrs[i])}
-        elif not self._still_valid(args, ptrs):
-            self.recordings.clear()
-        rec = next((r for r in self.recordings if not r.outputs_held()), None)
-        if rec is None and len(self.recordings) < 2:
-            rec = self._record(args, ptrs)
-            if rec is None:
+        self.moving |= {i for i, a in enumerate(args) if isinstance(a, torch.Tensor)
+                        and ptrs[i] != prev[i] and not _stable(a)}
+        scalars = tuple(a for a in args if not isinstance(a, torch.Tensor))
+        rec = next((r for r in self.recordings
+                    if r.serves(ptrs, scalars) and not r.outputs_held()), None)
+        if rec is None:
+            rec = self._record(args, ptrs, scalars)
+            if rec is None:  # NOTE: no recording free for these inputs; fresh outputs
                 return self.call(*args)
-        if rec is None:  # NOTE: both recordings' outputs are still referenced
-            return self.call(*args)
+        rec.last_use = self.calls
         for i, buf in rec.buffers.items():
             buf.copy_(args[i])
         rec.graph.replay()
@@ -200,27 +231,24 @@ class CudaGraphRunner:
         # storage has one user more than the recording's own (`outputs_held`)
         return tuple(o.detach() if isinstance(o, torch.Tensor) else o for o in rec.outputs)
 
-    def _still_valid(self, args: Sequence[Any], ptrs: tuple[int, ...]) -> bool:
-        scalars = tuple(a for a in args if not isinstance(a, torch.Tensor))
-        moved = {i for i in self.static if ptrs[i] != self.static_ptrs[i]}
-        if scalars == self.scalars and not moved:
-            return True
-        # NOTE: an input that moved is copied from now on (a parameter is re-read in place)
-        self.static -= {i for i in moved if not isinstance(args[i], torch.nn.Parameter)}
-        log.info("cudagraphs: static inputs %s moved or scalars changed; recording again",
-                 sorted(moved))
-        return False
-
-    def _record(self, args: Sequence[Any], ptrs: tuple[int, ...]) -> _Recording | None:
+    def _record(self, args: Sequence[Any], ptrs: tuple[int, ...],
+                scalars: tuple[object, ...]) -> _Recording | None:
+        in_place = {i: ptrs[i] for i, a in enumerate(args) if isinstance(a, torch.Tensor)
+                    and (i not in self.moving or _stable(a))}
+        if sum(r.in_place == in_place for r in self.recordings) >= 2:
+            return None  # NOTE: two recordings for these inputs, both outputs still held
+        if len(self.recordings) >= MAX_LIVE:
+            idle = [r for r in self.recordings if not r.outputs_held()]
+            if not idle:
+                return None
+            self.recordings.remove(min(idle, key=lambda r: r.last_use))
         if self.recorded >= MAX_RECORDINGS:
             self._disable(f"recorded {MAX_RECORDINGS} times (inputs keep moving)")
             return None
         self.recorded += 1
-        self.static_ptrs = {i: ptrs[i] for i in self.static}
-        self.scalars = tuple(a for a in args if not isinstance(a, torch.Tensor))
         buffers = {i: torch.empty_strided(a.size(), a.stride(), dtype=a.dtype, device=a.device)
                    for i, a in enumerate(args)
-                   if isinstance(a, torch.Tensor) and i not in self.static}
+                   if isinstance(a, torch.Tensor) and i not in in_place}
         for i, buf in buffers.items():
             buf.copy_(args[i])
         static_args = [buffers.get(i, a) for i, a in enumerate(args)]
@@ -247,9 +275,11 @@ class CudaGraphRunner:
             self._disable("an output shares memory with an input")
             return None
         baseline = [(o, _use_count(o)) for o in outs]
-        rec = _Recording(graph, buffers, outputs, baseline, pending)
+        rec = _Recording(graph, buffers, outputs, baseline, pending, in_place, scalars)
+        for o in outs:
+            _GRAPH_MEMORY[o.untyped_storage().data_ptr()] = rec
         self.recordings.append(rec)
-        log.info("cudagraphs: recorded (%d static inputs, %d copied)", len(self.static),
+        log.info("cudagraphs: recorded (%d static inputs, %d copied)", len(in_place),
                  len(buffers))
         return rec
 
@@ -257,3 +287,9 @@ class CudaGraphRunner:
         self.disabled = reason
         self.recordings.clear()
         log.info("cudagraphs: graph runs without CUDA graphs from now on: %s", reason)
+
+
+def _stable(t: torch.Tensor) -> bool:
+    """Whether an input's address is stable across calls: a parameter, or memory of a live
+    recording's outputs (a forward graph's saved activations read by its backward)."""
+    return isinstance(t, torch.nn.Parameter) or _graph_memory(t)
