@@ -2,6 +2,7 @@
 the top kernels by CUDA time. Usage (device box, after `source tools/device/install.sh`):
 
     python3 tools/device/gpuprof.py resnet50 [infer|train] [--dtype bfloat16] [--torch]
+        [--mode reduce-overhead] [--rows 18]
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def time_steps(step: object, iters: int, warm: int = 3) -> float:
     return (time.perf_counter() - t0) / iters
 
 
-def _profile(name: str, step: object, iters: int = 10) -> None:
+def _profile(name: str, step: object, iters: int = 10, rows: int = 18) -> None:
     wall = time_steps(step, iters)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(iters):
@@ -49,7 +50,7 @@ def _profile(name: str, step: object, iters: int = 10) -> None:
     launches = sum(e.count for e in events if e.self_device_time_total > 0) / iters
     print(f"== {name}: wall {wall * 1e3:.3f} ms/iter, GPU busy {gpu:.3f} ms/iter, "
           f"~{launches:.0f} kernels/iter")
-    print(events.table(sort_by="self_device_time_total", row_limit=18, max_name_column_width=70))
+    print(events.table(sort_by="self_device_time_total", row_limit=rows, max_name_column_width=70))
 
 
 def gpu_model(name: str, mode: str, dtype: str) -> tuple[Any, list[Any], tuple[Any, ...], bool]:
@@ -73,12 +74,18 @@ def gpu_model(name: str, mode: str, dtype: str) -> tuple[Any, list[Any], tuple[A
 def main(argv: list[str]) -> int:
     ap = model_parser()
     ap.add_argument("--torch", action="store_true", help="also profile torch.compile")
+    ap.add_argument("--mode", dest="cmode", default="default",
+                    help="default or reduce-overhead (ours and torch.compile)")
+    ap.add_argument("--rows", type=int, default=18, help="kernels listed per table")
     args = ap.parse_args(argv)
     model, params, inputs, train = gpu_model(args.model, args.mode, args.dtype)
-    _profile("eager", zoo._step(model, params, inputs, train))
-    _profile("ours", zoo._step(zoo._ours(model, "capture"), params, inputs, train))
+    zoo.MODE = args.cmode
+    _profile("eager", zoo._step(model, params, inputs, train), rows=args.rows)
+    _profile("ours", zoo._step(zoo._ours(model, "capture"), params, inputs, train),
+             rows=args.rows)
     if args.torch:
-        _profile("torch.compile", zoo._step(torch.compile(model), params, inputs, train))
+        compiled = torch.compile(model, mode=args.cmode)
+        _profile("torch.compile", zoo._step(compiled, params, inputs, train), rows=args.rows)
     return 0
 
 
