@@ -231,6 +231,27 @@ def test_a_consumer_reads_a_recordings_outputs_in_place_and_stays_exact() -> Non
 
 
 @needs_gpu
+def test_outputs_that_are_inputs_come_back_over_the_callers_inputs() -> None:
+    """A training forward returns inputs it saves for the backward: replayed, such an output
+    is the caller's input (or the same view of it), never the recording's copy."""
+    w = torch.nn.Parameter(torch.randn(16, 16, device="cuda"))
+
+    def f(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return x, x[2:], w, torch.relu(x @ w)
+
+    compiled = _compile(f, [torch.randn(8, 16, device="cuda"), w])
+    runner = compiled.call
+    assert isinstance(runner, CudaGraphRunner)
+    for _ in range(5):
+        x = torch.randn(8, 16, device="cuda")
+        got = compiled(x, w)
+        assert got[0].data_ptr() == x.data_ptr() and got[2].data_ptr() == w.data_ptr()
+        assert got[1].data_ptr() == x[2:].data_ptr() and got[1].shape == (6, 16)
+        torch.testing.assert_close(got[3], torch.relu(x @ w))
+    assert runner.replays >= 3 and runner.disabled is None
+
+
+@needs_gpu
 def test_reduce_overhead_training_matches_eager(caplog: Any) -> None:
     compiler = pytest.importorskip("compiler")
     torch.manual_seed(0)

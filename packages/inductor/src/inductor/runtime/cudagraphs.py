@@ -37,9 +37,11 @@ per replay) and raises eager's error.
 Graphs that cannot be replayed faithfully run without CUDA graphs, logged once on the
 `inductor` logger with the reason: inputs or work on the CPU (values read into the
 recording once; a GPU op's host-side outputs, attention's empty RNG seed and offset without
-dropout, are not work), random ops (the seed is drawn on the CPU per call), an output sharing
-memory with an input, and any graph whose capture raises. On CPU tensors the option does
-nothing but log that.
+dropout, are not work), random ops (the seed is drawn on the CPU per call), and any graph
+whose capture raises. On CPU tensors the option does nothing but log that.
+
+An output that is an input or a view of one (a training forward returns inputs it saves
+for the backward) is returned over the caller's input at each replay, as the wrapper would.
 """
 
 from __future__ import annotations
@@ -157,6 +159,9 @@ class _Recording:
         self.in_place = in_place or {}
         self.scalars = scalars
         self.last_use = 0
+        #: outputs that are views of inputs: position -> (input, size, stride, offset from
+        #: the input's own storage offset); a replay returns them over the caller's input
+        self.aliases: dict[int, tuple[int, torch.Size, tuple[int, ...], int]] = {}
 
     def outputs_held(self) -> bool:
         """Whether anything outside the runner still references an output's memory."""
@@ -229,7 +234,12 @@ class CudaGraphRunner:
                 args[i].copy_(rec.buffers[i])
         # NOTE: new tensors over the outputs' memory: while the caller holds one, its
         # storage has one user more than the recording's own (`outputs_held`)
-        return tuple(o.detach() if isinstance(o, torch.Tensor) else o for o in rec.outputs)
+        out = [o.detach() if isinstance(o, torch.Tensor) else o for o in rec.outputs]
+        for k, (i, size, stride, offset) in rec.aliases.items():
+            a = args[i]  # NOTE: an output that is (a view of) an input: the caller's input
+            same = (a.size(), a.stride(), 0) == (size, stride, offset)
+            out[k] = a if same else a.as_strided(size, stride, a.storage_offset() + offset)
+        return tuple(out)
 
     def _record(self, args: Sequence[Any], ptrs: tuple[int, ...],
                 scalars: tuple[object, ...]) -> _Recording | None:
@@ -268,14 +278,12 @@ class CudaGraphRunner:
             torch.cuda.synchronize()
             self._disable(f"capture failed: {type(e).__name__}: {e}")
             return None
-        inputs = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
-        inputs |= {b.untyped_storage().data_ptr() for b in buffers.values()}
-        outs = [o for o in outputs if isinstance(o, torch.Tensor)]
-        if any(o.untyped_storage().data_ptr() in inputs for o in outs):
-            self._disable("an output shares memory with an input")
-            return None
+        aliases = _input_aliases(outputs, static_args)
+        outs = [o for k, o in enumerate(outputs)
+                if isinstance(o, torch.Tensor) and k not in aliases]
         baseline = [(o, _use_count(o)) for o in outs]
         rec = _Recording(graph, buffers, outputs, baseline, pending, in_place, scalars)
+        rec.aliases = aliases
         for o in outs:
             _GRAPH_MEMORY[o.untyped_storage().data_ptr()] = rec
         self.recordings.append(rec)
@@ -287,6 +295,26 @@ class CudaGraphRunner:
         self.disabled = reason
         self.recordings.clear()
         log.info("cudagraphs: graph runs without CUDA graphs from now on: %s", reason)
+
+
+def _input_aliases(outputs: Sequence[Any], inputs: Sequence[Any],
+                   ) -> dict[int, tuple[int, torch.Size, tuple[int, ...], int]]:
+    """The outputs of a recording that share memory with one of its inputs (a training
+    forward returns inputs it saves for the backward): position -> (input position, size,
+    stride, storage offset relative to the input's)."""
+    storages: dict[int, list[int]] = {}
+    for i, a in enumerate(inputs):
+        if isinstance(a, torch.Tensor):
+            storages.setdefault(a.untyped_storage().data_ptr(), []).append(i)
+    out: dict[int, tuple[int, torch.Size, tuple[int, ...], int]] = {}
+    for k, o in enumerate(outputs):
+        if not isinstance(o, torch.Tensor):
+            continue
+        cands = storages.get(o.untyped_storage().data_ptr())
+        if cands:
+            i = next((c for c in cands if inputs[c].data_ptr() == o.data_ptr()), cands[0])
+            out[k] = (i, o.size(), o.stride(), o.storage_offset() - inputs[i].storage_offset())
+    return out
 
 
 def _stable(t: torch.Tensor) -> bool:
