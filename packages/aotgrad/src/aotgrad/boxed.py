@@ -11,8 +11,10 @@ with every saved activation alive to its end (new memory for the backward's inte
 instead of the freed activations'); 0.96x boxed.
 
 aot_eager's compiler (`aotgrad.backend`) offers it; its on-disk form (`BoxedCode`) keeps the
-convention, so a warm process runs the backward boxed too. Inductor's backwards are still
-called with their inputs as arguments.
+convention, so a warm process runs the backward boxed too. Inductor's compiler does too
+(`InductorCompiler.compile_boxed`: its generated wrapper frees each input after its last
+use, as planned in `inductor.scheduler.memory`; its disk form keeps the convention).
+`aotgrad.pipeline.checked_compiler` keeps a boxed result boxed.
 
 IR in: a backward ATen graph. IR out: a callable on a list of its inputs.
 """

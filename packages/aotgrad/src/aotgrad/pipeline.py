@@ -66,6 +66,37 @@ def _has_unbacked_values(gm: torch.fx.GraphModule) -> bool:
     return False
 
 
+def _checked_outputs(outs: Any) -> Any:
+    for out in outs if isinstance(outs, (tuple, list)) else (outs,):
+        if isinstance(out, _SYMBOLIC):
+            raise RuntimeError(  # noqa: TRY004  # a backend limit, not a bad argument
+                f"the backend's compiled graph returned the symbolic value {out} "
+                "instead of computing it; it does not support data-dependent values")
+    return outs
+
+
+def _checked(compiled: Callable[..., Any]) -> Callable[..., Any]:
+    """`compiled`, raising where it returns a symbolic placeholder; boxed (`aotgrad.boxed`)
+    where `compiled` is."""
+    checked: Any
+    if getattr(compiled, "boxed_call", False):
+
+        def run_boxed(args: list[Any]) -> Any:
+            return _checked_outputs(compiled(args))
+
+        checked = run_boxed
+        checked.boxed_call = True
+    else:
+
+        def run(*args: Any) -> Any:
+            return _checked_outputs(compiled(*args))
+
+        checked = run
+    # NOTE: the strides the compiled graph reports (`aotgrad.saved_layout`) stay visible
+    checked.output_strides = getattr(compiled, "output_strides", None)
+    return checked  # type: ignore[no-any-return]  # a function
+
+
 def checked_compiler(compiler: Compiler) -> Compiler:
     """`compiler`, but a compiled graph with data-dependent values whose run returns a
     symbolic placeholder (a SymInt/SymFloat of the trace) instead of a number raises: a
@@ -73,32 +104,15 @@ def checked_compiler(compiler: Compiler) -> Compiler:
 
     def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         compiled = compiler(gm, example_inputs)
-        if not _has_unbacked_values(gm):
-            return compiled
-
-        def run(*args: Any) -> Any:
-            outs = compiled(*args)
-            for out in outs if isinstance(outs, (tuple, list)) else (outs,):
-                if isinstance(out, _SYMBOLIC):
-                    raise RuntimeError(  # noqa: TRY004  # a backend limit, not a bad argument
-                        f"the backend's compiled graph returned the symbolic value {out} "
-                        "instead of computing it; it does not support data-dependent values")
-            return outs
-
-        # NOTE: the strides the compiled graph reports (`aotgrad.saved_layout`) stay visible
-        checked: Any = run
-        checked.output_strides = getattr(compiled, "output_strides", None)
-        return checked  # type: ignore[no-any-return]  # the function `run`
+        return _checked(compiled) if _has_unbacked_values(gm) else compiled
 
     boxed = getattr(compiler, "compile_boxed", None)
     if boxed is None:
         return compile_graph
 
     def compile_boxed(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-        # NOTE: a graph with data-dependent values keeps the checked, unboxed call
-        if _has_unbacked_values(gm):
-            return compile_graph(gm, example_inputs)
-        return boxed(gm, example_inputs)  # type: ignore[no-any-return]  # the compiler's
+        compiled = boxed(gm, example_inputs)
+        return _checked(compiled) if _has_unbacked_values(gm) else compiled
 
     checked_graph: Any = compile_graph
     checked_graph.compile_boxed = compile_boxed  # NOTE: `aotgrad.boxed`

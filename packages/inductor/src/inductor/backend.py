@@ -79,6 +79,15 @@ class InductorCompiler:
         with config.patch(self.values):
             return compile_aten(gm, example_inputs)
 
+    def compile_boxed(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        """`compile_aten` boxed (`aotgrad.boxed`: the runtime asks so for backwards): the
+        result takes its inputs as one list, clears it and frees each input after its last
+        use; a graph that runs op by op in ATen comes back unboxed (no `boxed_call`)."""
+        if not self.values:
+            return compile_aten(gm, example_inputs, boxed=True)
+        with config.patch(self.values):
+            return compile_aten(gm, example_inputs, boxed=True)
+
     def cache_key(self) -> tuple[tuple[str, Any], ...]:
         """The values of the options that change generated code, as compiles see them now."""
         if not self.values:

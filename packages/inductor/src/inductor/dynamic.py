@@ -67,9 +67,10 @@ def symbols_in(text: str) -> set[str]:
 
 
 def size_prologue(inputs: Sequence[InputBuffer | None], input_names: Sequence[str],
-                  scalars: dict[int, object], used: set[str]) -> list[str]:
+                  scalars: dict[int, object], used: set[str], boxed: bool = False) -> list[str]:
     """The wrapper's first lines: bind every symbol in `used` from the inputs, and send a
-    call whose inputs differ from what the code indexes to the per-size compile."""
+    call whose inputs differ from what the code indexes to the per-size compile (`boxed`:
+    the wrapper's inputs put back in its list `args`, which goes to a `BoxedPerSize`)."""
     sources: dict[str, str] = {}
     checks: list[str] = []
     for pos, expr in scalars.items():
@@ -97,7 +98,13 @@ def size_prologue(inputs: Sequence[InputBuffer | None], input_names: Sequence[st
     checks = [f"{name} < 2" for name in sorted(sources, key=lambda n: int(n[1:]))] + checks
     if checks:
         lines.append(f"if {' or '.join(checks)}:")
-        lines.append(f"    return {FALLBACK}({', '.join(input_names)})")
+        names = ", ".join(input_names)
+        if boxed:
+            lines.append(f"    args[:] = ({names}{',' if len(input_names) == 1 else ''})")
+            lines.append(f"    del {names}")
+            lines.append(f"    return {FALLBACK}(args)")
+        else:
+            lines.append(f"    return {FALLBACK}({names})")
     return lines
 
 
@@ -121,6 +128,10 @@ class PerSize:
         self.options = config.values()
 
     def __call__(self, *args: Any) -> Any:
+        return self.compiled_for(args)(*args)
+
+    def compiled_for(self, args: Sequence[Any]) -> Any:
+        """The graph compiled for the sizes of `args` (compiled now if it was not)."""
         key = tuple((tuple(a.shape), a.stride(), a.storage_offset(), a.dtype, a.device)
                     if isinstance(a, torch.Tensor) else (type(a), a) for a in args)
         fn = self.compiled.get(key)
@@ -136,7 +147,24 @@ class PerSize:
                 with config.patch(self.options):
                     fn = self.compile_static(gm, fakes)
             self.compiled[key] = fn
-        return fn(*args)
+        return fn
+
+
+class BoxedPerSize(PerSize):
+    """`PerSize` for a boxed wrapper (`aotgrad.boxed`): called with one list of inputs,
+    which it clears; `compile_static` compiles boxed graphs."""
+
+    boxed_call = True
+
+    def __call__(self, *args: Any) -> Any:
+        (inputs,) = args
+        fn = self.compiled_for(inputs)
+        if getattr(fn, "boxed_call", False):
+            return fn(inputs)
+        # NOTE: a graph compiled unboxed (run op by op in ATen): its inputs live to its end
+        unboxed = list(inputs)
+        inputs.clear()
+        return fn(*unboxed)
 
 
 def _symbol_values(gm: torch.fx.GraphModule, args: Sequence[Any]) -> dict[Any, int]:

@@ -2,10 +2,16 @@
 
 ATen FX graph -> lower (LoweringContext) -> dead-code removal -> fusion -> local buffers
 -> C++ per fused group -> build/load (cached) -> Python wrapper -> callable.
+
+`compile_aten(..., boxed=True)` (a backward, `aotgrad.boxed`): the wrapper takes its inputs
+as one list, clears it and frees each input after its last use; its result has
+`boxed_call = True`. Under CUDA graphs the recording runs the unboxed wrapper (it reads its
+inputs in place): the boxed call unpacks the list, clears it and calls the runner.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import time
@@ -22,6 +28,7 @@ from inductor.codegen.cpp import CppKernel
 from inductor.codegen.wrapper import WrapperGen
 from inductor.dynamic import (
     FALLBACK,
+    BoxedPerSize,
     PerSize,
     guard_count,
     is_symbolic_graph,
@@ -43,7 +50,7 @@ from inductor.lowering.extern import aten_only_reason, aten_op_counts
 from inductor.lowering.matmul import matmul_templates
 from inductor.mm_pad import pad_matmuls
 from inductor.runtime.build_errors import CompilerUnusable
-from inductor.runtime.cudagraphs import cudagraph_call, runs_on_cpu
+from inductor.runtime.cudagraphs import cudagraph_call, runs_on_cpu, unsupported_reason
 from inductor.runtime.process_caches import register_clear
 from inductor.scheduler.fusion import FusedGroup, Step, assign_locals, fuse, remove_dead
 from inductor.scheduler.memory import plan_memory
@@ -69,6 +76,8 @@ class CompiledGraph:
     output_strides: list[tuple[int, ...] | None] | None = None
     #: the plan cache's key of the graph compiled (after the graph passes), if cacheable
     plan_key: str | None = None
+    #: `call` takes one list of inputs and clears it (`aotgrad.boxed`)
+    boxed_call: bool = False
 
     def __call__(self, *args: Any) -> tuple[Any, ...]:
         return self.call(*args)
@@ -91,10 +100,12 @@ class Planned:
     targets: dict[int, Target]
     wrapper_source: str
     namespace: dict[str, Any]
+    #: the wrapper is boxed: `def call(args)`, inputs freed after their last use
+    boxed: bool = False
 
 
 def plan(gm: torch.fx.GraphModule, example_inputs: Sequence[object],
-         symbolic: bool = False) -> Planned:
+         symbolic: bool = False, boxed: bool = False) -> Planned:
     load_rules()
     ctx = LoweringContext(gm, example_inputs)
     ctx.run()
@@ -113,23 +124,25 @@ def plan(gm: torch.fx.GraphModule, example_inputs: Sequence[object],
         if isinstance(step, FusedGroup):
             targets[pos] = target_for(step.nodes[0].layout.device)
             generated[pos] = targets[pos].generate(step, ctx.buffers)
-    memory = plan_memory(steps, ctx.buffers, ctx.input_names, ctx.outputs)
-    wrapper = WrapperGen(ctx.buffers, ctx.input_names, steps, generated, targets, memory,
-                         ctx.outputs, ctx.constants).generate()
+    memory = plan_memory(steps, ctx.buffers, ctx.input_names, ctx.outputs, free_inputs=boxed)
+    gen = WrapperGen(ctx.buffers, ctx.input_names, steps, generated, targets, memory,
+                     ctx.outputs, ctx.constants, boxed=boxed)
+    wrapper = gen.generate()
     source = wrapper.source
+    head_lines = len(gen.head())
     if symbolic:
         # NOTE: sizes as arguments: bind the size symbols the wrapper and the kernels use
         # from the inputs, and check the inputs are what the code indexes.
-        used = symbols_in(source.split("\n", 1)[1])
+        used = symbols_in(source.split("\n", head_lines)[-1])
         for kernel in generated.values():
             used |= set(getattr(kernel, "sizes", ()))
             if not isinstance(kernel, CppKernel):
                 used |= symbols_in(kernel.source)
         scalars = scalar_inputs([ctx.env.get(n) for n in gm.graph.nodes if n.op == "placeholder"])
-        prologue = size_prologue(ctx.inputs, ctx.input_names, scalars, used)
-        head, body = source.split("\n", 1)
-        source = "\n".join([head, *(f"    {line}" for line in prologue), body])
-    return Planned(ctx, steps, generated, targets, source, wrapper.namespace)
+        prologue = size_prologue(ctx.inputs, ctx.input_names, scalars, used, boxed)
+        *head, body = source.split("\n", head_lines)
+        source = "\n".join([*head, *(f"    {line}" for line in prologue), body])
+    return Planned(ctx, steps, generated, targets, source, wrapper.namespace, boxed)
 
 
 def _wants_template(kernel: ExternKernel) -> bool:
@@ -215,22 +228,33 @@ def _meta_text(v: object) -> str:
     return repr(v) if isinstance(v, (int, float, bool, type(None))) else type(v).__name__
 
 
-def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> CompiledGraph:
-    """Compile an ATen FX graph (the ATen-graph compiler contract in INTERFACES.md)."""
+def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[object],
+                 boxed: bool = False) -> CompiledGraph:
+    """Compile an ATen FX graph (the ATen-graph compiler contract in INTERFACES.md).
+
+    `boxed`: the result takes its inputs as one list, which it clears, and frees each input
+    after its last use (`boxed_call` says so; a graph that runs op by op in ATen is not
+    boxed).
+    """
     reason = aten_only_reason(gm, example_inputs, has_target)
     if reason is not None:
         return _aten_only(gm, reason)
     if is_symbolic_graph(gm, example_inputs):
-        return _compile_symbolic(gm, example_inputs)
+        return _compile_symbolic(gm, example_inputs, boxed)
     laid_out = channels_last_backward_inputs(channels_last_convolutions(gm))
     strides = output_strides(laid_out) if laid_out is not gm else None
     gm = pad_matmuls(unfuse_matmul_bias(laid_out, _unfuses_bias), _pads_matmuls)
     t0 = time.perf_counter()
-    key = graph_key(gm, example_inputs)
-    cached = _plans.get(key) if key is not None else None
-    planned = cached if cached is not None else plan(gm, example_inputs)
-    if key is not None and cached is None:
-        _plans[key] = planned
+    graph_text = graph_key(gm, example_inputs)
+    planned, key = _cached_plan(gm, example_inputs, graph_text, boxed)
+    if boxed and config.options.cudagraphs:
+        # NOTE: the CUDA graph runner calls an unboxed wrapper; where it cannot run, the
+        # boxed plan stays
+        unboxed, unboxed_key = _cached_plan(gm, example_inputs, graph_text, False)
+        why = unsupported_reason(unboxed.wrapper_source, example_inputs,
+                                 runs_on_cpu(unboxed.steps))
+        if why is None:
+            planned, key = unboxed, unboxed_key
     t1 = time.perf_counter()
     kernels = list(planned.kernels.values())
     functions = load_planned(planned)
@@ -240,12 +264,14 @@ def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> 
     code = compile(planned.wrapper_source, "<inductor wrapper>", "exec")
     exec(code, ns)  # noqa: S102 - the wrapper is source we generated
     call = ns["call"]
-    if config.options.cudagraphs:
+    if config.options.cudagraphs and not planned.boxed:
         call = cudagraph_call(call, gm, planned.wrapper_source, example_inputs,
                               runs_on_cpu(planned.steps))
+        if boxed:
+            call = _unboxing(call)
     compiled = CompiledGraph(call, planned.wrapper_source, kernels, planned.steps,
                              dict(planned.ctx.extern_calls),
-                             {"plan": t1 - t0, "build": t2 - t1}, strides, key)
+                             {"plan": t1 - t0, "build": t2 - t1}, strides, key, boxed)
     if planned.ctx.extern_calls:
         log.info("extern calls: %s", dict(planned.ctx.extern_calls))
     if output_code_log.isEnabledFor(logging.DEBUG) or config.options.debug:
@@ -254,12 +280,40 @@ def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> 
     return compiled
 
 
-def _compile_symbolic(gm: torch.fx.GraphModule,
-                      example_inputs: Sequence[object]) -> CompiledGraph:
+def _cached_plan(gm: torch.fx.GraphModule, example_inputs: Sequence[object],
+                 graph_text: str | None, boxed: bool) -> tuple[Planned, str | None]:
+    """The graph's plan from the plan cache (planned now if missing) and its key there:
+    `graph_key`'s text, marked for a boxed wrapper."""
+    key = graph_text + "/boxed" if graph_text is not None and boxed else graph_text
+    cached = _plans.get(key) if key is not None else None
+    if cached is not None:
+        planned = cached
+    else:
+        planned = plan(gm, example_inputs, boxed=True) if boxed else plan(gm, example_inputs)
+    if key is not None and cached is None:
+        _plans[key] = planned
+    return planned, key
+
+
+def _unboxing(call: Callable[..., Any]) -> Callable[[list[Any]], Any]:
+    """`call` (a CUDA graph runner) behind the boxed convention: the list is cleared and
+    its inputs passed as arguments."""
+
+    def boxed(args: list[Any]) -> Any:
+        inputs = tuple(args)
+        args.clear()
+        return call(*inputs)
+
+    return boxed
+
+
+def _compile_symbolic(gm: torch.fx.GraphModule, example_inputs: Sequence[object],
+                      boxed: bool = False) -> CompiledGraph:
     """A graph traced for symbolic sizes: kernels that take the sizes as arguments, one
     compiled graph for every size its guards admit; else (a lowering or a choice that
     needs concrete sizes) compiled for each call's concrete sizes (`PerSize`)."""
-    per_size = PerSize(gm, compile_aten)
+    per_size = (BoxedPerSize(gm, functools.partial(compile_aten, boxed=True)) if boxed
+                else PerSize(gm, compile_aten))
     env = shape_env_of(example_inputs)
     before = guard_count(env)
     t0 = time.perf_counter()
@@ -267,7 +321,7 @@ def _compile_symbolic(gm: torch.fx.GraphModule,
     values += [n.meta.get("example_value") for n in gm.graph.nodes]
     try:
         with size_hints(hints_of(values)):
-            planned = plan(gm, example_inputs, symbolic=True)
+            planned = plan(gm, example_inputs, symbolic=True, boxed=boxed)
         if guard_count(env) != before:
             raise SymbolicUnsupported("compiling specialized a symbolic size")
         t1 = time.perf_counter()
@@ -278,7 +332,8 @@ def _compile_symbolic(gm: torch.fx.GraphModule,
         log.info("inductor: symbolic sizes not compiled (%s: %s); compiling for the sizes "
                  "of each call", type(error).__name__, error,
                  exc_info=log.isEnabledFor(logging.DEBUG))
-        return CompiledGraph(per_size, "# compiled for the sizes of each call", [], [], {})
+        return CompiledGraph(per_size, "# compiled for the sizes of each call", [], [], {},
+                             boxed_call=boxed)
     t2 = time.perf_counter()
     ns = dict(planned.namespace)
     ns.update(functions)
@@ -286,7 +341,8 @@ def _compile_symbolic(gm: torch.fx.GraphModule,
     exec(compile(planned.wrapper_source, "<inductor wrapper>", "exec"), ns)  # noqa: S102
     compiled = CompiledGraph(ns["call"], planned.wrapper_source,
                              list(planned.kernels.values()), planned.steps,
-                             dict(planned.ctx.extern_calls), {"plan": t1 - t0, "build": t2 - t1})
+                             dict(planned.ctx.extern_calls), {"plan": t1 - t0, "build": t2 - t1},
+                             boxed_call=boxed)
     if output_code_log.isEnabledFor(logging.DEBUG) or config.options.debug:
         output_code_log.log(logging.DEBUG if not config.options.debug else logging.WARNING,
                             "%s", compiled.output_code())

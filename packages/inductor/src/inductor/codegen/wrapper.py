@@ -2,7 +2,9 @@
 order, free or reuse buffers after their last use, and return the outputs.
 
 In: lowered buffers, scheduled steps, generated kernels. Out: Python source of
-`def call(arg0, arg1, ...)` and the namespace it runs in.
+`def call(arg0, arg1, ...)` and the namespace it runs in; boxed (`aotgrad.boxed`: a
+backward's saved activations freed after their last use), `def call(args)`, which takes its
+inputs out of the list `args`, clears it and frees each input as the plan says.
 """
 
 from __future__ import annotations
@@ -110,8 +112,9 @@ class WrapperGen:
                  kernels: dict[int, Kernel], targets: dict[int, Target],
                  memory: MemoryPlan, outputs: list[object],
                  constants: dict[str, torch.Tensor], prologue: list[str] | None = None,
-                 ) -> None:
+                 boxed: bool = False) -> None:
         self.buffers = buffers
+        self.boxed = boxed
         # NOTE: lines run first (a graph with symbolic sizes binds its size symbols from
         # the inputs and checks them, `inductor.dynamic`)
         self.prologue = list(prologue or [])
@@ -201,12 +204,25 @@ class WrapperGen:
         return names
 
     # -- the source --------------------------------------------------------------------
+    def head(self) -> list[str]:
+        """The first lines: the signature, and for a boxed call the inputs taken out of the
+        list, which is cleared (the caller's references go with it). A prologue goes after
+        these lines (`inductor.pipeline`)."""
+        params = ", ".join(self.input_names)
+        if not self.boxed:
+            return [f"def call({params}):"]
+        if not self.input_names:
+            return ["def call(args):", "    args.clear()"]
+        return ["def call(args):", f"    {params}{',' if len(self.input_names) == 1 else ''} = args",
+                "    args.clear()"]
+
     def generate(self) -> WrapperCode:
         emit = self.lines.append
-        params = ", ".join(self.input_names)
-        emit(f"def call({params}):")
+        self.lines.extend(self.head())
         for line in self.prologue:
             emit(f"    {line}")
+        for name in self.memory.free_first:
+            emit(f"    del {name}")
         if any(k.checks and k.name in self.cpp_names for k in self.kernels.values()):
             emit("    err = ErrorSlots()")
         for pos, step in enumerate(self.steps):

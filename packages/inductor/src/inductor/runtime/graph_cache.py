@@ -7,7 +7,9 @@ the `graphs` folder of the kernel cache (`cache_dir`), with the crash-proof mach
 per entry, least-recently-used eviction under `cache_size_limit_mb`), and saves inductor's
 compiled graphs: the generated wrapper's source, the namespace it runs in, and its kernels
 (their sources, which the kernel cache maps to built libraries: a warm cache loads them
-without a compiler). A graph that runs op by op in ATen is saved as its code.
+without a compiler). A graph that runs op by op in ATen is saved as its code. A boxed
+wrapper (a backward, `aotgrad.boxed`) is saved as such and runs boxed when loaded; a
+backward that ran unboxed under CUDA graphs is saved unboxed and loads unboxed.
 
 `install()` makes this the disk layer of aotgrad's compiled-graph cache (for every backend
 built on aotgrad: `inductor` and `aot_eager`); importing `inductor.backend` or `compiler`
@@ -132,7 +134,7 @@ def save_compiled(compiled: Any, gm: fx.GraphModule) -> dict[str, Any]:
     namespace = {name: value for name, value in planned.namespace.items() if value is not None}
     return {"kind": "wrapper", "source": planned.wrapper_source, "namespace": namespace,
             "kernels": kernels, "targets": dict(getattr(planned, "targets", {}) or {}),
-            "extern_calls": dict(compiled.extern_calls)}
+            "extern_calls": dict(compiled.extern_calls), "boxed": planned.boxed}
 
 
 def _load_functions(state: dict[str, Any]) -> dict[str, Any]:
@@ -161,7 +163,7 @@ def load_compiled(state: dict[str, Any]) -> CompiledGraph:
     code = compile(state["source"], "<inductor wrapper>", "exec")
     exec(code, namespace)  # noqa: S102 - the wrapper is source we generated
     return CompiledGraph(namespace["call"], state["source"], list(state["kernels"].values()),
-                         [], state["extern_calls"])
+                         [], state["extern_calls"], boxed_call=bool(state.get("boxed")))
 
 
 # --------------------------------------------------------------------------- kernel libraries

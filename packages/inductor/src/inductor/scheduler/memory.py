@@ -2,8 +2,13 @@
 
 In: the scheduled steps, the graph's buffers, inputs and outputs. Out: a `MemoryPlan` that
 says, per step, which buffers the wrapper allocates before it (fresh, or taking over a
-freed buffer of the same layout) and which it frees or returns to the pool after it. The
+freed buffer of the same layout) and which it frees or returns to the pool after it (only
+those a later allocation takes over: the others are freed). The
 wrapper only renders the plan; targets never see it.
+
+A boxed wrapper (`free_inputs`: it holds the only references to its inputs, `aotgrad.boxed`)
+frees its inputs too: each after its last use, one that no step reads before the first
+step. An input is never pooled (its storage is the caller's).
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from inductor.ir.layout import Layout
-from inductor.ir.nodes import Buffer, BufferView, ConstantBuffer, ExternKernel
+from inductor.ir.nodes import Buffer, BufferView, ConstantBuffer, ExternKernel, InputBuffer
 from inductor.scheduler.fusion import FusedGroup, Step
 
 
@@ -36,6 +41,8 @@ class StepMemory:
 class MemoryPlan:
     steps: list[StepMemory]
     allocated: set[str]  # buffers the wrapper allocates (storage offset 0)
+    #: inputs deleted before the first step (no step reads them, no output is one)
+    free_first: list[str] = field(default_factory=list)
 
 
 def layout_key(lay: Layout) -> tuple[Any, ...]:
@@ -71,11 +78,16 @@ def last_uses(steps: list[Step], outputs: list[object]) -> tuple[dict[str, int],
 
 
 def plan_memory(steps: list[Step], buffers: dict[str, Buffer], input_names: list[str],
-                outputs: list[object]) -> MemoryPlan:
+                outputs: list[object], free_inputs: bool = False) -> MemoryPlan:
     """Allocate each kernel-written buffer before its group, free every buffer after its
     last use; a freed buffer the wrapper allocated goes to a pool keyed by layout and is
-    taken over by the next allocation of the same layout."""
+    taken over by the next allocation of the same layout. `free_inputs`: the inputs too
+    (never pooled), except those an output is or views (`forever`)."""
     last, forever = last_uses(steps, outputs)
+    inputs = set(input_names)
+    # NOTE: a non-tensor input (a size) is no buffer: nothing to free
+    kept = ({n for n in input_names if not isinstance(buffers.get(n), InputBuffer)}
+            if free_inputs else inputs)
     pool: dict[tuple[Any, ...], list[str]] = {}
     allocated: set[str] = set()
     plan: list[StepMemory] = []
@@ -89,15 +101,25 @@ def plan_memory(steps: list[Step], buffers: dict[str, Buffer], input_names: list
                 mem.allocate.append(Allocation(n.name, free.pop() if free else None))
                 allocated.add(n.name)
         for name in sorted(n for n, p in last.items() if p == pos):
-            if name in forever or name in input_names:
+            if name in forever or name in kept:
                 continue
             buf = buffers.get(name)
             if isinstance(buf, ConstantBuffer):
                 continue
-            if name in allocated and buf is not None:
+            if name in allocated and buf is not None and name not in inputs:
                 pool.setdefault(layout_key(buf.layout), []).append(name)
                 mem.pool.append(name)
             else:
                 mem.free.append(name)
         plan.append(mem)
-    return MemoryPlan(plan, allocated)
+    # NOTE: a pooled buffer that no later allocation takes over is freed where it was
+    # pooled, not held to the end of the call (a backward's recomputed activations held
+    # every one of them at once)
+    taken = {a.reuse for mem in plan for a in mem.allocate if a.reuse is not None}
+    for mem in plan:
+        idle = [n for n in mem.pool if n not in taken]
+        if idle:
+            mem.pool = [n for n in mem.pool if n in taken]
+            mem.free = sorted(mem.free + idle)
+    free_first = [n for n in input_names if n not in kept and n not in last and n not in forever]
+    return MemoryPlan(plan, allocated, free_first)
