@@ -223,3 +223,36 @@ def test_rewritten_training_forward_is_written_to_disk_and_read_back() -> None:
     got, want = loaded(*args), gm(*args)
     assert got[1].is_contiguous(memory_format=torch.channels_last)
     torch.testing.assert_close(tuple(got), tuple(want), atol=1e-4, rtol=1e-4)
+
+
+def test_recomputed_convolutions_in_the_backward_run_channels_last() -> None:
+    # NOTE: at budget 0.5 the backward recomputes the first convolution from the NCHW input
+    # while its convolution backwards get channels-last gradients (the saved activations
+    # are); the recomputed one is made channels-last too, so no convolution backward copies
+    # an activation (before: the recomputed activation and a gradient were copied).
+    from inductor.backend import make_compiler
+
+    compile_graph = make_compiler({})
+    graphs: list[fx.GraphModule] = []
+
+    def keep(gm: fx.GraphModule, example_inputs: list[Any]) -> Any:
+        graphs.append(gm)
+        return compile_graph(gm, example_inputs)
+
+    args = _train_args()
+    want_loss, _ = _train_net(*args)
+    want_loss.backward()
+    want = [a.grad.clone() for a in args]  # type: ignore[union-attr]
+    for a in args:
+        a.grad = None
+    with aotgrad.config.patch(activation_memory_budget=0.5, graph_cache=False):
+        compiled = aotgrad.aot_function(_train_net, keep,
+                                        decompositions=decomposition_table())
+        loss, _ = compiled(*args)
+        assert _copies_in_conv_backward(loss) == []
+    _fw_gm, bw_gm = graphs
+    assert any(n.target is torch.ops.aten.convolution.default for n in bw_gm.graph.nodes)
+    torch.testing.assert_close(loss, want_loss, atol=1e-4, rtol=1e-4)
+    for a, g in zip(args, want):
+        assert a.grad is not None and a.grad.stride() == g.stride()
+        torch.testing.assert_close(a.grad, g, atol=1e-4, rtol=1e-4)
