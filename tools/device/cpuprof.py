@@ -3,6 +3,10 @@ time of a steady call goes when the GPU waits for the CPU. Usage (device box, af
 `source tools/device/install.sh`, from tools/bench):
 
     python3 ../device/cpuprof.py mobilenetv3 [infer|train] [--dtype bfloat16] [--iters 50]
+        [--mode reduce-overhead] [--sync]
+
+`--sync` synchronizes after every call (as the zoo's timing does), so the profile's
+`synchronize` row is the GPU time the host waited for and the rest is host time per call.
 """
 
 from __future__ import annotations
@@ -20,7 +24,10 @@ from gpuprof import gpu_model, model_parser
 def main(argv: list[str]) -> int:
     ap = model_parser()
     ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--mode", dest="cmode", default="default")
+    ap.add_argument("--sync", action="store_true", help="synchronize after every call")
     args = ap.parse_args(argv)
+    zoo.MODE = args.cmode
     model, params, inputs, train = gpu_model(args.model, args.mode, args.dtype)
     step = zoo._step(zoo._ours(model, "capture"), params, inputs, train)
     for _ in range(5):
@@ -34,10 +41,18 @@ def main(argv: list[str]) -> int:
     wall = (time.perf_counter() - t0) / args.iters
     print(f"== {args.model} {args.mode}: host {host * 1e3:.3f} ms/iter (queue), "
           f"wall {wall * 1e3:.3f} ms/iter")
+    t0 = time.perf_counter()
+    for _ in range(args.iters):
+        step()
+        torch.cuda.synchronize()
+    synced = (time.perf_counter() - t0) / args.iters
+    print(f"== synchronized after every call: {synced * 1e3:.3f} ms/iter")
     prof = cProfile.Profile()
     prof.enable()
     for _ in range(args.iters):
         step()
+        if args.sync:
+            torch.cuda.synchronize()
     prof.disable()
     torch.cuda.synchronize()
     stats = pstats.Stats(prof)
