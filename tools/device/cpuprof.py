@@ -26,10 +26,13 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--mode", dest="cmode", default="default")
     ap.add_argument("--sync", action="store_true", help="synchronize after every call")
+    ap.add_argument("--torch", action="store_true", help="profile torch.compile instead")
     args = ap.parse_args(argv)
     zoo.MODE = args.cmode
     model, params, inputs, train = gpu_model(args.model, args.mode, args.dtype)
-    step = zoo._step(zoo._ours(model, "capture"), params, inputs, train)
+    compiled = (torch.compile(model, mode=args.cmode) if args.torch
+                else zoo._ours(model, "capture"))
+    step = zoo._step(compiled, params, inputs, train)
     for _ in range(5):
         step()
     torch.cuda.synchronize()
