@@ -9,7 +9,6 @@ tools/device/install.sh`, from tools/bench):
 
 from __future__ import annotations
 
-import gc
 import sys
 import time
 from collections.abc import Callable
@@ -47,27 +46,42 @@ def main(argv: list[str]) -> int:
     step = zoo._step(zoo._ours(model, "capture"), params, inputs, train)
     for _ in range(5):
         step()
-    runners = [o for o in gc.get_objects() if isinstance(o, CudaGraphRunner)]
-    seen: dict[int, tuple[Any, ...]] = {}
-    inner = CudaGraphRunner.__call__
+    from aotgrad.backend import BackendCallable
+    from aotgrad.runtime import InferenceRunner
+    from inductor.pipeline import CompiledGraph
 
-    def spy(self: CudaGraphRunner, *a: Any) -> Any:
-        seen.setdefault(id(self), a)
-        return inner(self, *a)
+    layers = (BackendCallable, InferenceRunner, CompiledGraph, CudaGraphRunner)
+    seen: dict[type, tuple[Any, Any]] = {}
+    originals = {cls: cls.__call__ for cls in layers}
+    for cls in layers:
+        def spy(self: Any, *a: Any, _cls: type = cls) -> Any:
+            seen.setdefault(_cls, (self, a))
+            return originals[_cls](self, *a)
 
-    CudaGraphRunner.__call__ = spy  # type: ignore[method-assign]
+        cls.__call__ = spy  # type: ignore[method-assign]
     step()
-    CudaGraphRunner.__call__ = inner  # type: ignore[method-assign]
-    print(f"== {args.model} {args.mode} {args.dtype}: {len(runners)} runner(s)")
+    for cls, fn in originals.items():
+        cls.__call__ = fn  # type: ignore[method-assign]
+    print(f"== {args.model} {args.mode} {args.dtype}")
     print(f"step (ours):            {_times(step)}")
-    for r in runners:
-        a = seen.get(id(r))
-        if a is None or not r.recordings:
-            continue
-        rec = r.recordings[0]
-        timed = _times(lambda r=r, a=a: r(*a))  # type: ignore[misc]
-        print(f"runner, {len(a)} args, {len(rec.buffers)} copied: {timed}")
-        print(f"graph.replay() alone:   {_times(rec.graph.replay)}")
+    for cls in layers:
+        if cls in seen:
+            obj, a = seen[cls]
+            print(f"{cls.__name__:22s}: {_times(lambda o=obj, a=a: o(*a))}")  # type: ignore[misc]
+    runner = seen.get(CudaGraphRunner, (None, ()))[0]
+    if runner is not None and runner.recordings:
+        print(f"graph.replay() alone:   {_times(runner.recordings[0].graph.replay)}")
+        print(f"copied inputs: {[len(r.buffers) for r in runner.recordings]}")
+    from torch.profiler import ProfilerActivity, profile
+
+    for name, fn in (("step", step), ("runner", lambda: runner(*seen[CudaGraphRunner][1]))):
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(10):
+                fn()
+                torch.cuda.synchronize()
+        table = prof.key_averages().table(sort_by="self_device_time_total", row_limit=12,
+                                          max_name_column_width=60)
+        print(f"---- profile of 10 synchronized calls: {name}\n{table}")
     compiled = torch.compile(model, mode="reduce-overhead")
     print(f"step (torch.compile):   {_times(zoo._step(compiled, params, inputs, train))}")
     return 0
