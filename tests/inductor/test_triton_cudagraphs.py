@@ -107,6 +107,18 @@ def test_a_recordings_outputs_count_as_held_while_any_alias_lives() -> None:
     del row
     assert not rec.outputs_held()
 
+def test_a_recording_serves_calls_whose_in_place_inputs_did_not_move() -> None:
+    def rec(in_place: dict[int, int], scalars: tuple[object, ...] = ()) -> _Recording:
+        return _Recording(None, {}, (), [], [], in_place, scalars)
+
+    many, one, none = rec({0: 5, 2: 7}), rec({1: 9}), rec({}, (3,))
+    assert many.serves((5, 1, 7), ()) and many.serves((5, 2, 7), ())
+    assert not many.serves((5, 1, 8), ()) and not many.serves((6, 1, 7), ())
+    assert not many.serves((5, 1, 7), (1,))  # NOTE: scalars are part of what was recorded
+    assert one.serves((0, 9), ()) and not one.serves((9, 0), ())
+    assert none.serves((1, 2), (3,)) and not none.serves((1, 2), (4,))
+
+
 @needs_gpu
 def test_replays_match_eager_and_held_outputs_are_not_overwritten() -> None:
     w = torch.nn.Parameter(torch.randn(16, 8, device="cuda"))

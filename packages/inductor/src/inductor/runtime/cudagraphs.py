@@ -47,6 +47,7 @@ for the backward) is returned over the caller's input at each replay, as the wra
 from __future__ import annotations
 
 import logging
+import operator
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -157,6 +158,11 @@ class _Recording:
         self.outputs = outputs
         self.baseline = baseline  # NOTE: (output, storage use count held by us alone)
         self.in_place = in_place or {}
+        # NOTE: the in-place addresses picked out of a call's in one C call (`serves`)
+        positions = sorted(self.in_place)
+        self._pick = operator.itemgetter(*positions) if len(positions) > 1 else None
+        self._key: Any = (tuple(self.in_place[i] for i in positions) if len(positions) > 1
+                          else tuple(self.in_place.items()))
         self.scalars = scalars
         self.last_use = 0
         #: outputs that are views of inputs: position -> (input, size, stride, offset from
@@ -170,12 +176,18 @@ class _Recording:
     def serves(self, ptrs: tuple[int, ...], scalars: tuple[object, ...]) -> bool:
         """Whether a call with these input addresses and scalars can replay this recording:
         every input it reads in place is at the address it was recorded with."""
-        return scalars == self.scalars and all(ptrs[i] == p for i, p in self.in_place.items())
+        if scalars != self.scalars:
+            return False
+        if self._pick is not None:
+            return bool(self._pick(ptrs) == self._key)
+        return all(ptrs[i] == p for i, p in self._key)
 
 
 def _use_count(t: torch.Tensor) -> int:
     return int(torch._C._storage_Use_Count(t.untyped_storage()._cdata))
 
+
+_DATA_PTR = torch.Tensor.data_ptr
 
 #: The memory of every live recording's outputs (storage address -> recording): an input
 #: found here is read in place by a new recording, as its address is stable across replays.
@@ -194,6 +206,7 @@ class CudaGraphRunner:
         self.mutated = mutated
         self.calls = 0
         self.prev_ptrs: tuple[int, ...] | None = None
+        self.all_tensors = False  # NOTE: whether every argument is a tensor (first call)
         #: inputs seen at a new address from one call to the next: always copied
         self.moving: set[int] = set()
         self.recordings: list[_Recording] = []
@@ -210,13 +223,19 @@ class CudaGraphRunner:
         self.calls += 1
         if self.disabled is not None:
             return self.call(*args)
-        ptrs = tuple(a.data_ptr() if isinstance(a, torch.Tensor) else 0 for a in args)
+        if self.all_tensors:  # NOTE: the common case, without a Python loop
+            ptrs: tuple[int, ...] = tuple(map(_DATA_PTR, args))
+            scalars: tuple[object, ...] = ()
+        else:
+            ptrs = tuple(a.data_ptr() if isinstance(a, torch.Tensor) else 0 for a in args)
+            scalars = tuple(a for a in args if not isinstance(a, torch.Tensor))
         prev, self.prev_ptrs = self.prev_ptrs, ptrs
         if prev is None:
+            self.all_tensors = all(isinstance(a, torch.Tensor) for a in args)
             return self.call(*args)
-        self.moving |= {i for i, a in enumerate(args) if isinstance(a, torch.Tensor)
-                        and ptrs[i] != prev[i] and not _stable(a)}
-        scalars = tuple(a for a in args if not isinstance(a, torch.Tensor))
+        if ptrs != prev:
+            self.moving |= {i for i, a in enumerate(args) if isinstance(a, torch.Tensor)
+                            and ptrs[i] != prev[i] and not _stable(a)}
         rec = next((r for r in self.recordings
                     if r.serves(ptrs, scalars) and not r.outputs_held()), None)
         if rec is None:
