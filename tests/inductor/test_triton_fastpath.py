@@ -67,3 +67,12 @@ def test_fast_path_refuses_arguments_of_another_alignment() -> None:
     fast.keep(_Compiled(), (4,), (base[:16], base[16:32]), ())
     assert fast.call((base[16:32], base[32:48]))  # 64-byte offsets: still aligned
     assert not fast.call((base[1:17], base[16:32]))  # 4-byte offset: the JIT re-specializes
+
+
+def test_a_kernel_kept_for_an_unaligned_tensor_takes_only_that_alignment() -> None:
+    fast = _Counted()
+    base = torch.zeros(64)
+    fast.keep(_Compiled(), (4,), (base[1:17], base[16:32]), ())
+    assert fast.call((base[5:21], base[32:48]))  # NOTE: the same alignments
+    assert not fast.call((base[16:32], base[32:48]))  # an aligned first tensor: another kernel
+    assert not fast.call((base[1:17], base[17:33]))

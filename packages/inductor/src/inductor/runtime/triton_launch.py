@@ -18,10 +18,12 @@ a GPU timed) once per size bucket (the powers of two at or above xnumel and rnum
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import itertools
 import json
 import logging
+import operator
 import os
 import threading
 from collections.abc import Sequence
@@ -36,6 +38,7 @@ from inductor.runtime.triton_interp import interpreting
 from inductor.runtime.triton_workers import WarmJob
 
 log = logging.getLogger("inductor")
+_DATA_PTR = torch.Tensor.data_ptr
 
 _lock = threading.Lock()
 _launchers: dict[str, Launcher] = {}
@@ -95,10 +98,12 @@ class FastPath:
         self.direct: tuple[Any, ...] | None = None  # see _direct
         self.looked = False  # NOTE: whether _direct was asked (once: its answer stands)
         self.tensors: tuple[int, ...] = ()  # positions of the tensor arguments
+        self.all_aligned = False
+        self.pick: Any = None  # NOTE: picks the tensor arguments when all were aligned
 
     def call(self, args: Sequence[Any]) -> bool:
         """Launch through the compiled kernel; False when the caller must use the JIT."""
-        if self.compiled is None or _alignment(args, self.tensors) != self.align:
+        if self.compiled is None or not self._aligned(args):
             return False
         if self.direct is not None:
             run, g0, g1, g2, function, packed = self.direct
@@ -123,6 +128,13 @@ class FastPath:
             self.direct = self._direct()
         return True
 
+    def _aligned(self, args: Sequence[Any]) -> bool:
+        """Whether the tensors keep the first call's alignment; when all were aligned, one
+        OR over their addresses in C calls instead of a Python loop."""
+        if self.pick is not None:
+            return not functools.reduce(operator.or_, map(_DATA_PTR, self.pick(args))) & 15
+        return _alignment(args, self.tensors) == self.align
+
     def keep(self, compiled: Any, grid: tuple[int, ...], args: Sequence[Any],
              constexprs: tuple[int, ...]) -> None:
         """Remember what the JIT launch returned, for later calls."""
@@ -131,6 +143,8 @@ class FastPath:
             self.grid = grid + (1,) * (3 - len(grid))
             self.tensors = tuple(i for i, a in enumerate(args) if isinstance(a, torch.Tensor))
             self.align = _alignment(args, self.tensors)
+            self.all_aligned = all(self.align) and len(self.tensors) > 1
+            self.pick = operator.itemgetter(*self.tensors) if self.all_aligned else None
             self.extra = constexprs
             self.direct = None  # NOTE: set once a launch through the runner took our arguments
             self.looked = False
