@@ -201,6 +201,31 @@ def test_training_forward_leaves_saved_outputs_channels_last() -> None:
     assert channels_last_convolutions(gm) is gm
 
 
+def test_a_training_forward_on_the_pass_devices_keeps_its_saved_values_channels_last() -> None:
+    """As on the GPU (cuDNN): the saved values stay channels-last for the backward; restoring
+    them to NCHW would be a conversion per saved value, and the pass would decline."""
+    from aotgrad.saved_layout import SAVED_OUTPUTS_START
+
+    def fwd(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, w3: torch.Tensor) -> Any:
+        y = F.relu(F.conv2d(x, w1, padding=1))
+        z = F.relu(F.conv2d(y, w2, padding=1))
+        u = F.relu(F.conv2d(z, w3, padding=1))
+        return u.sum(), y, z, u
+
+    torch.manual_seed(0)
+    args = (torch.randn(2, 3, 16, 16), torch.randn(16, 3, 3, 3), torch.randn(16, 16, 3, 3),
+            torch.randn(16, 16, 3, 3))
+    gm = _graph(fwd, *args)
+    gm.meta[SAVED_OUTPUTS_START] = 1
+    with torch.backends.mkldnn.flags(enabled=False):  # NOTE: not the CPU's oneDNN rule
+        new = channels_last_convolutions(gm, devices=("cpu",))
+    assert new is not gm
+    loss, *saved = new(*args)
+    assert all(v.is_contiguous(memory_format=torch.channels_last) and not v.is_contiguous()
+               for v in saved)
+    torch.testing.assert_close((loss, *saved), tuple(gm(*args)), atol=1e-4, rtol=1e-4)
+
+
 def test_rewritten_training_forward_is_written_to_disk_and_read_back() -> None:
     # NOTE: the plan cache keys the graph the passes rewrote, not the one compiled: the
     # on-disk form is found by the compiled graph's own key.
