@@ -284,3 +284,62 @@ def test_recomputed_convolutions_in_the_backward_run_channels_last() -> None:
     for a, g in zip(args, want):
         assert a.grad is not None and a.grad.stride() == g.stride()
         torch.testing.assert_close(a.grad, g, atol=1e-4, rtol=1e-4)
+
+
+class _ConvNet(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(3, 16, 3, padding=1)
+        self.b1 = torch.nn.BatchNorm2d(16)
+        self.c2 = torch.nn.Conv2d(16, 16, 3, stride=2, padding=1)
+        self.b2 = torch.nn.BatchNorm2d(16)
+        self.c3 = torch.nn.Conv2d(16, 32, 3, padding=1)
+        self.fc = torch.nn.Linear(32, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.max_pool2d(F.relu(self.b1(self.c1(x))), 2)
+        z = F.relu(self.b2(self.c2(y)))
+        z = F.relu(self.c3(z) + z.repeat(1, 2, 1, 1))
+        return self.fc(z.mean((2, 3)))
+
+
+@pytest.mark.parametrize("target", ["cpp", "triton"])
+@pytest.mark.parametrize("train_mode", [True, False], ids=["bn-train", "bn-eval"])
+def test_training_steps_under_the_gpu_rule_match_eager(target: str, train_mode: bool,
+                                                       monkeypatch: Any, caplog: Any) -> None:
+    """The GPU's rule (saved values stay channels-last) on the CPU: the pass told the CPU is
+    its device, oneDNN's own rule off. Steps of a conv/batch-norm/max-pool net give eager's
+    losses, gradients and running statistics."""
+    import copy
+
+    import compiler
+    from inductor import pipeline
+
+    if target == "triton":
+        pytest.importorskip("triton")
+    monkeypatch.setattr(pipeline, "channels_last_convolutions",
+                        lambda gm: channels_last_convolutions(gm, devices=("cpu",)))
+    torch.manual_seed(0)
+    model = _ConvNet().train(train_mode)
+    ref = copy.deepcopy(model)
+    compiler.reset()
+    compiled = compiler.compile(model, backend="inductor",
+                                options={"cpu_backend": target} if target == "triton" else None)
+    caplog.set_level("INFO", logger="inductor")
+    with torch.backends.mkldnn.flags(enabled=False):
+        for _ in range(2):
+            x = torch.randn(4, 3, 16, 16)
+            losses = []
+            for m in (compiled, ref):
+                for p in m.parameters():
+                    p.grad = None
+                loss = m(x).square().mean()
+                loss.backward()
+                losses.append(loss.detach())
+            torch.testing.assert_close(losses[0], losses[1], atol=1e-4, rtol=1e-4)
+            for p, q in zip(model.parameters(), ref.parameters()):
+                torch.testing.assert_close(p.grad, q.grad, atol=1e-4, rtol=1e-3)
+            for b, c in zip(model.buffers(), ref.buffers()):
+                torch.testing.assert_close(b, c)
+    assert "channels-last activations around 3 convolutions" in caplog.text
+    compiler.reset()
