@@ -21,9 +21,9 @@ from inductor.ir.layout import Layout
 from inductor.ir.nodes import BufferView, ExternKernel, ExternOutput
 from inductor.runtime.cudagraphs import (
     CudaGraphRunner,
-    _mutated_inputs,
     _Recording,
     _use_count,
+    mutated_inputs,
     runs_on_cpu,
     unsupported_reason,
 )
@@ -87,7 +87,7 @@ def test_inputs_written_in_place_are_found() -> None:
         return x + 1
 
     gm = trace_aten(f, [torch.randn(3), torch.randn(3)])
-    mutated = _mutated_inputs(gm)
+    mutated = mutated_inputs(gm)
     # NOTE: a functionalized graph copies back into the input (copy_); the tracer here may
     # keep the in-place op itself: either way position 1 and only it
     assert mutated == {1}, gm.code
@@ -117,6 +117,34 @@ def test_a_recording_serves_calls_whose_in_place_inputs_did_not_move() -> None:
     assert not many.serves((5, 1, 7), (1,))  # NOTE: scalars are part of what was recorded
     assert one.serves((0, 9), ()) and not one.serves((9, 0), ())
     assert none.serves((1, 2), (3,)) and not none.serves((1, 2), (4,))
+
+
+def test_a_graph_loaded_from_disk_is_replayed_where_its_saved_state_allows(caplog: Any,
+                                                                          ) -> None:
+    """A warm process with `cudagraphs` on replays a loaded graph as a cold one would: the
+    saved state says whether it can (and which inputs it writes). On CPU tensors it cannot,
+    and says why; a state that allows it loads behind a runner."""
+    from inductor.backend import InductorCompiler
+    from inductor.runtime import graph_cache
+
+    def f(x: torch.Tensor, stats: torch.Tensor) -> torch.Tensor:
+        stats.add_(1)
+        return x * 2 + stats
+
+    x, stats = torch.randn(4, 4), torch.zeros(4)
+    gm = trace_aten(f, [x, stats])
+    compiled = compile_aten(gm, [x, stats])
+    state = InductorCompiler({}).save_compiled(compiled, gm)
+    assert state["cudagraph_reason"] == "no CUDA tensors"
+    assert state["cudagraph_mutated"] == [1]
+    with config.patch(cudagraphs=True), caplog.at_level(logging.INFO, logger="inductor"):
+        plain = graph_cache.load_compiled(state)
+        assert not isinstance(plain.call, CudaGraphRunner)
+        assert "without CUDA graphs: no CUDA tensors" in caplog.text
+        runner = graph_cache.load_compiled({**state, "cudagraph_reason": None}).call
+    assert isinstance(runner, CudaGraphRunner) and runner.mutated == {1}
+    assert not isinstance(graph_cache.load_compiled({**state, "cudagraph_reason": None}).call,
+                          CudaGraphRunner)  # NOTE: `cudagraphs` off in this process
 
 
 @needs_gpu

@@ -65,7 +65,7 @@ MAX_LIVE = 4
 Call = Callable[..., Any]
 
 
-def _mutated_inputs(gm: torch.fx.GraphModule) -> set[int]:
+def mutated_inputs(gm: torch.fx.GraphModule) -> set[int]:
     """Positions of the graph inputs an op writes in place."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     index = {n: i for i, n in enumerate(placeholders)}
@@ -141,7 +141,7 @@ def cudagraph_call(call: Call, gm: torch.fx.GraphModule, wrapper_source: str,
     if reason is not None:
         log.info("cudagraphs: graph runs without CUDA graphs: %s", reason)
         return call
-    return CudaGraphRunner(call, _mutated_inputs(gm))
+    return CudaGraphRunner(call, mutated_inputs(gm))
 
 
 class _Recording:

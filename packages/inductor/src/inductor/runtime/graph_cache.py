@@ -9,7 +9,9 @@ compiled graphs: the generated wrapper's source, the namespace it runs in, and i
 (their sources, which the kernel cache maps to built libraries: a warm cache loads them
 without a compiler). A graph that runs op by op in ATen is saved as its code. A boxed
 wrapper (a backward, `aotgrad.boxed`) is saved as such and runs boxed when loaded; a
-backward that ran unboxed under CUDA graphs is saved unboxed and loads unboxed.
+backward that ran unboxed under CUDA graphs is saved unboxed and loads unboxed. A graph is
+saved with whether it can be replayed as a CUDA graph (and which inputs it writes), so a
+process with `cudagraphs` on (`mode="reduce-overhead"`) replays a loaded graph too.
 
 `install()` makes this the disk layer of aotgrad's compiled-graph cache (for every backend
 built on aotgrad: `inductor` and `aot_eager`); importing `inductor.backend` or `compiler`
@@ -34,6 +36,12 @@ from inductor.codegen.cpp import CppKernel
 from inductor.pipeline import CompiledGraph
 from inductor.runtime import cpp_build
 from inductor.runtime.cpp_build import load_kernels
+from inductor.runtime.cudagraphs import (
+    CudaGraphRunner,
+    mutated_inputs,
+    runs_on_cpu,
+    unsupported_reason,
+)
 from inductor.runtime.disk_cache import DiskCache, resolve_dir
 
 __all__ = ["GraphStore", "install", "install_kernel_libraries", "kernel_libraries",
@@ -134,7 +142,11 @@ def save_compiled(compiled: Any, gm: fx.GraphModule) -> dict[str, Any]:
     namespace = {name: value for name, value in planned.namespace.items() if value is not None}
     return {"kind": "wrapper", "source": planned.wrapper_source, "namespace": namespace,
             "kernels": kernels, "targets": dict(getattr(planned, "targets", {}) or {}),
-            "extern_calls": dict(compiled.extern_calls), "boxed": planned.boxed}
+            "extern_calls": dict(compiled.extern_calls), "boxed": planned.boxed,
+            # NOTE: what a process with `cudagraphs` on needs to replay the loaded graph
+            "cudagraph_reason": unsupported_reason(planned.wrapper_source, example_inputs(gm),
+                                                   runs_on_cpu(planned.steps)),
+            "cudagraph_mutated": sorted(mutated_inputs(gm))}
 
 
 def _load_functions(state: dict[str, Any]) -> dict[str, Any]:
@@ -162,8 +174,16 @@ def load_compiled(state: dict[str, Any]) -> CompiledGraph:
     namespace.update(_load_functions(state))
     code = compile(state["source"], "<inductor wrapper>", "exec")
     exec(code, namespace)  # noqa: S102 - the wrapper is source we generated
-    return CompiledGraph(namespace["call"], state["source"], list(state["kernels"].values()),
-                         [], state["extern_calls"], boxed_call=bool(state.get("boxed")))
+    call = namespace["call"]
+    boxed = bool(state.get("boxed"))
+    if config.options.cudagraphs and not boxed:
+        reason = state.get("cudagraph_reason", "saved before CUDA graphs were recorded")
+        if reason is None:
+            call = CudaGraphRunner(call, set(state["cudagraph_mutated"]))
+        else:
+            log.info("cudagraphs: graph runs without CUDA graphs: %s", reason)
+    return CompiledGraph(call, state["source"], list(state["kernels"].values()),
+                         [], state["extern_calls"], boxed_call=boxed)
 
 
 # --------------------------------------------------------------------------- kernel libraries
