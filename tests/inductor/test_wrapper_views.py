@@ -68,3 +68,21 @@ def test_training_through_direct_externs_and_double_backward() -> None:
     sum(g.square().sum() for g in grads).backward()  # type: ignore[union-attr]
     sum(e.square().sum() for e in expected).backward()  # type: ignore[union-attr]
     torch.testing.assert_close(seed.grad, seed_e.grad)
+
+
+def test_a_freed_buffer_is_taken_over_in_other_sizes_of_the_same_extent() -> None:
+    """The memory plan pools freed buffers by dtype and extent of memory: a `[8, 4]` buffer
+    takes over a freed `[4, 8]` one, reinterpreted in its own sizes and strides."""
+    def f(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
+        h = (x + 1).relu() @ w1  # NOTE: [4, 8] written by a kernel, freed after the matmul
+        g = (h.t() * 2).contiguous()  # NOTE: [8, 4], the same 32 elements
+        return g @ w2
+
+    torch.manual_seed(0)
+    x, w1, w2 = torch.randn(4, 8), torch.randn(8, 8), torch.randn(4, 3)
+    gm = trace_aten(f, [x, w1, w2])
+    compiled = compile_aten(gm, [x, w1, w2])
+    source = compiled.wrapper_source
+    assert "reinterpret(" in source and "# reuse" in source, source
+    (out,) = compiled(x, w1, w2)
+    torch.testing.assert_close(out, f(x, w1, w2))

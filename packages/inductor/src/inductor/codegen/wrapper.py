@@ -249,7 +249,13 @@ class WrapperGen:
     def _allocate(self, a: Allocation) -> None:
         lay = self.buffers[a.name].layout
         if a.reuse is not None:
-            self.lines.append(f"    {a.name} = {a.reuse}; del {a.reuse}  # reuse")
+            old = self.buffers[a.reuse].layout
+            if (old.size, old.stride) == (lay.size, lay.stride):
+                self.lines.append(f"    {a.name} = {a.reuse}; del {a.reuse}  # reuse")
+            else:  # NOTE: the same extent of memory in other sizes and strides
+                self.lines.append(
+                    f"    {a.name} = reinterpret({a.reuse}, {pysizes(lay.size)}, "
+                    f"{pysizes(lay.stride)}, 0); del {a.reuse}  # reuse")
             return
         dtype = self.constant(lay.dtype)
         device = "" if lay.device.type == "cpu" else f", device={self.constant(lay.device)}"

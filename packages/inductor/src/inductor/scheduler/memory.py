@@ -2,9 +2,9 @@
 
 In: the scheduled steps, the graph's buffers, inputs and outputs. Out: a `MemoryPlan` that
 says, per step, which buffers the wrapper allocates before it (fresh, or taking over a
-freed buffer of the same layout) and which it frees or returns to the pool after it (only
-those a later allocation takes over: the others are freed). The
-wrapper only renders the plan; targets never see it.
+freed buffer of the same dtype and extent of memory, in its own sizes and strides) and
+which it frees or returns to the pool after it (only those a later allocation takes over:
+the others are freed). The wrapper only renders the plan; targets never see it.
 
 A boxed wrapper (`free_inputs`: it holds the only references to its inputs, `aotgrad.boxed`)
 frees its inputs too: each after its last use, one that no step reads before the first
@@ -46,7 +46,15 @@ class MemoryPlan:
 
 
 def layout_key(lay: Layout) -> tuple[Any, ...]:
-    """Buffers with equal keys can share storage."""
+    """Buffers with equal keys can share storage: the same dtype and device and, where sizes
+    and strides are numbers, the same extent of memory (the wrapper reinterprets the storage
+    with the new sizes and strides: a `[32, 64, 56, 56]` buffer takes over a freed
+    `[32, 256, 28, 28]` one); with symbolic sizes, the same layout."""
+    dims = (*lay.size, *lay.stride)
+    if all(isinstance(d, int) for d in dims):
+        extent = (1 + sum((n - 1) * st for n, st in zip(lay.size, lay.stride))
+                  if all(n > 0 for n in lay.size) else 0)
+        return ("extent", extent, lay.dtype, lay.device)
     return (lay.size, lay.stride, lay.dtype, lay.device)
 
 
@@ -80,9 +88,9 @@ def last_uses(steps: list[Step], outputs: list[object]) -> tuple[dict[str, int],
 def plan_memory(steps: list[Step], buffers: dict[str, Buffer], input_names: list[str],
                 outputs: list[object], free_inputs: bool = False) -> MemoryPlan:
     """Allocate each kernel-written buffer before its group, free every buffer after its
-    last use; a freed buffer the wrapper allocated goes to a pool keyed by layout and is
-    taken over by the next allocation of the same layout. `free_inputs`: the inputs too
-    (never pooled), except those an output is or views (`forever`)."""
+    last use; a freed buffer the wrapper allocated goes to a pool (`layout_key`) and is
+    taken over by the next allocation of the same dtype and extent of memory. `free_inputs`:
+    the inputs too (never pooled), except those an output is or views (`forever`)."""
     last, forever = last_uses(steps, outputs)
     inputs = set(input_names)
     # NOTE: a non-tensor input (a size) is no buffer: nothing to free
