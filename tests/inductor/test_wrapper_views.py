@@ -83,6 +83,23 @@ def test_a_freed_buffer_is_taken_over_in_other_sizes_of_the_same_extent() -> Non
     gm = trace_aten(f, [x, w1, w2])
     compiled = compile_aten(gm, [x, w1, w2])
     source = compiled.wrapper_source
-    assert "reinterpret(" in source and "# reuse" in source, source
+    assert "take_over(" in source and "# reuse" in source, source
     (out,) = compiled(x, w1, w2)
     torch.testing.assert_close(out, f(x, w1, w2))
+
+
+def test_an_output_taking_over_a_freed_buffer_is_not_a_view() -> None:
+    """A returned buffer may take over a dead one's memory; it is a tensor of its own (a view
+    would carry the dead buffer as its base into autograd's view rules)."""
+    def f(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = (x + 1).relu() @ w  # NOTE: [4, 8] freed after the matmul
+        return h, (h.t() * 2).contiguous()  # NOTE: [8, 4] returned, over the freed memory
+
+    x, w = torch.randn(4, 8), torch.randn(8, 8)
+    compiled = compile_aten(trace_aten(f, [x, w]), [x, w])
+    assert "take_over(" in compiled.wrapper_source, compiled.wrapper_source
+    _h, g = compiled(x, w)
+    assert not g._is_view() and g._base is None
+    torch.testing.assert_close(g, f(x, w)[1])
+    g.add_(1)  # NOTE: its own tensor: in-place use is the caller's business
+    torch.testing.assert_close(g, f(x, w)[1] + 1)

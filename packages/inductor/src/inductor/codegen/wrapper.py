@@ -31,6 +31,13 @@ def _reinterpret(t: torch.Tensor, size: tuple[int, ...], stride: tuple[int, ...]
     return t.as_strided(size, stride, t.storage_offset() + offset)
 
 
+def _take_over(t: torch.Tensor, size: tuple[int, ...], stride: tuple[int, ...]) -> torch.Tensor:
+    """A new tensor over the whole storage of the dead buffer `t`, in other sizes and strides
+    (the memory plan's reuse of the same extent). Not a view of `t`: it may be returned."""
+    out = torch.empty(0, dtype=t.dtype, device=t.device)
+    return out.set_(t.untyped_storage(), 0, size, stride)
+
+
 def _match_layout(t: torch.Tensor, size: tuple[int, ...], stride: tuple[int, ...],
                   op: str, strict: bool = True) -> torch.Tensor:
     """`t` in the layout the kernels were generated for (`size`, `stride`).
@@ -127,6 +134,7 @@ class WrapperGen:
         self.outputs = outputs
         self.ns: dict[str, Any] = {"empty_strided": torch.empty_strided,
                                    "reinterpret": _reinterpret, "torch": torch,
+                                   "take_over": _take_over,
                                    "match_layout": _match_layout, "ErrorSlots": ErrorSlots,
                                    "raise_kernel_error": raise_kernel_error,
                                    "new_error_slots": new_error_slots}
@@ -254,8 +262,8 @@ class WrapperGen:
                 self.lines.append(f"    {a.name} = {a.reuse}; del {a.reuse}  # reuse")
             else:  # NOTE: the same extent of memory in other sizes and strides
                 self.lines.append(
-                    f"    {a.name} = reinterpret({a.reuse}, {pysizes(lay.size)}, "
-                    f"{pysizes(lay.stride)}, 0); del {a.reuse}  # reuse")
+                    f"    {a.name} = take_over({a.reuse}, {pysizes(lay.size)}, "
+                    f"{pysizes(lay.stride)}); del {a.reuse}  # reuse")
             return
         dtype = self.constant(lay.dtype)
         device = "" if lay.device.type == "cpu" else f", device={self.constant(lay.device)}"
