@@ -250,11 +250,14 @@ def test_rewritten_training_forward_is_written_to_disk_and_read_back() -> None:
     torch.testing.assert_close(tuple(got), tuple(want), atol=1e-4, rtol=1e-4)
 
 
-def test_recomputed_convolutions_in_the_backward_run_channels_last() -> None:
+@pytest.mark.parametrize("budget", [0.5, 0.0])
+def test_recomputed_convolutions_in_the_backward_run_channels_last(budget: float) -> None:
     # NOTE: at budget 0.5 the backward recomputes the first convolution from the NCHW input
     # while its convolution backwards get channels-last gradients (the saved activations
     # are); the recomputed one is made channels-last too, so no convolution backward copies
-    # an activation (before: the recomputed activation and a gradient were copied).
+    # an activation (before: the recomputed activation and a gradient were copied). At
+    # budget 0.0 nothing is saved and the backward recomputes every convolution: they run
+    # channels-last too (before: all NCHW, oneDNN copying around each one).
     from inductor.backend import make_compiler
 
     compile_graph = make_compiler({})
@@ -270,9 +273,12 @@ def test_recomputed_convolutions_in_the_backward_run_channels_last() -> None:
     want = [a.grad.clone() for a in args]  # type: ignore[union-attr]
     for a in args:
         a.grad = None
-    with aotgrad.config.patch(activation_memory_budget=0.5, graph_cache=False):
+    with aotgrad.config.patch(activation_memory_budget=budget, graph_cache=False):
         compiled = aotgrad.aot_function(_train_net, keep,
                                         decompositions=decomposition_table())
+        compiled(*args)[0].backward()  # NOTE: compiles the backward (not profiled)
+        for a in args:
+            a.grad = None
         loss, _ = compiled(*args)
         copies = _copies_in_conv_backward(loss)
     # NOTE: the activations and gradients (16 channels); torch 2.11's oneDNN (3.10) also
