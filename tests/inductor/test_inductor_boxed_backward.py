@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import aotgrad
-import compiler
 import pytest
 import torch
 import torch.nn.functional as F
@@ -27,6 +26,7 @@ from inductor import compile_aten, config
 from inductor.backend import InductorCompiler
 from inductor.pipeline import CompiledGraph
 from inductor.runtime import graph_cache
+from tests_inductor_support import HAS_FACADE, needs_compiler
 from torch import nn
 
 HERE = Path(__file__).resolve().parent
@@ -45,10 +45,23 @@ def boxed_compiles(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[Any, 
         return compiled
 
     monkeypatch.setattr(InductorCompiler, "compile_boxed", spy)
-    compiler.reset()
+    _reset_capture()
     with aotgrad.config.patch(graph_cache=False):
         yield seen
-    compiler.reset()
+    _reset_capture()
+
+
+def _facade_compile(*args: Any, **kwargs: Any) -> Any:
+    import compiler
+
+    return compiler.compile(*args, **kwargs)
+
+
+def _reset_capture() -> None:
+    if HAS_FACADE:
+        import compiler
+
+        compiler.reset()
 
 
 def _program(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -203,10 +216,11 @@ def _assert_same_grads(model: nn.Module, reference: nn.Module) -> None:
         torch.testing.assert_close(p.grad, q.grad, atol=1e-4, rtol=1e-4, msg=name)
 
 
+@needs_compiler
 @pytest.mark.parametrize("name", list(MODELS))
 def test_gradients_equal_eager(name: str, boxed_compiles: list[tuple[Any, Any]]) -> None:
     model, reference, x = _twins(name)
-    compiled = compiler.compile(model, backend="inductor")
+    compiled = _facade_compile(model, backend="inductor")
     for _ in range(2):
         compiled(x).square().mean().backward()
         reference(x).square().mean().backward()
@@ -218,13 +232,14 @@ def test_gradients_equal_eager(name: str, boxed_compiles: list[tuple[Any, Any]])
     assert boxed_compiles and all(bw.boxed_call for _, bw in boxed_compiles)
 
 
+@needs_compiler
 @pytest.mark.parametrize("name", list(MODELS))
 def test_saved_activations_die_inside_the_model_backward(
         name: str, boxed_compiles: list[tuple[Any, Any]]) -> None:
     model, reference, x = _twins(name)
     # NOTE: the loss inside the compiled graph: every tensor saved is the backward's input
     # (eager's saves of a loss outside would die in eager's own backward, before it)
-    compiled = compiler.compile(lambda inp: model(inp).square().mean(), backend="inductor")
+    compiled = _facade_compile(lambda inp: model(inp).square().mean(), backend="inductor")
     compiled(x).backward()
     reference(x).square().mean().backward()
     assert boxed_compiles and boxed_compiles[-1][1].boxed_call
@@ -235,10 +250,11 @@ def test_saved_activations_die_inside_the_model_backward(
     _assert_same_grads(model, reference)
 
 
+@needs_compiler
 def test_retain_graph_backward_twice_equals_eager(
         boxed_compiles: list[tuple[Any, Any]]) -> None:
     model, reference, x = _twins("mlp")
-    compiled = compiler.compile(model, backend="inductor")
+    compiled = _facade_compile(model, backend="inductor")
     loss, want = compiled(x).square().mean(), reference(x).square().mean()
     loss.backward(retain_graph=True)
     loss.backward()
@@ -248,10 +264,11 @@ def test_retain_graph_backward_twice_equals_eager(
     assert boxed_compiles and boxed_compiles[-1][1].boxed_call
 
 
+@needs_compiler
 def test_double_backward_equals_eager(boxed_compiles: list[tuple[Any, Any]]) -> None:
     del boxed_compiles
     model, reference, x = _twins("mlp")
-    compiled = compiler.compile(model, backend="inductor")
+    compiled = _facade_compile(model, backend="inductor")
     for m, fn in ((model, compiled), (reference, reference)):
         inp = x.clone().requires_grad_()
         (g,) = torch.autograd.grad(fn(inp).square().mean(), inp, create_graph=True)
@@ -262,9 +279,10 @@ def test_double_backward_equals_eager(boxed_compiles: list[tuple[Any, Any]]) -> 
 # ------------------------------------------------------------------------ symbolic sizes
 
 
+@needs_compiler
 def test_symbolic_sizes_backward_is_boxed(boxed_compiles: list[tuple[Any, Any]]) -> None:
     model, reference, _ = _twins("mlp")
-    compiled = compiler.compile(model, backend="inductor", dynamic=True)
+    compiled = _facade_compile(model, backend="inductor", dynamic=True)
     for batch in (3, 5, 9, 17):
         x = torch.randn(batch, 16)
         for m in (model, reference):
@@ -313,6 +331,7 @@ def test_cudagraphs_on_cpu_keeps_the_boxed_wrapper() -> None:
     assert listed == []
 
 
+@needs_compiler
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (the GPU box runs it)")
 def test_cudagraphs_backward_runs_the_runner_behind_the_list(
         boxed_compiles: list[tuple[Any, Any]]) -> None:
@@ -320,7 +339,7 @@ def test_cudagraphs_backward_runs_the_runner_behind_the_list(
 
     model, reference, x = _twins("mlp")
     model, reference, x = model.cuda(), reference.cuda(), x.cuda()
-    compiled = compiler.compile(model, backend="inductor", mode="reduce-overhead")
+    compiled = _facade_compile(model, backend="inductor", mode="reduce-overhead")
     for _ in range(4):
         compiled(x).square().mean().backward()
         reference(x).square().mean().backward()
@@ -364,6 +383,7 @@ def _warm_run(cache: Path) -> dict[str, Any]:
     return result
 
 
+@needs_compiler
 def test_warm_process_runs_the_backward_boxed(tmp_path: Path) -> None:
     cold = _warm_run(tmp_path)
     assert cold["same"] and cold["freed_early"], cold

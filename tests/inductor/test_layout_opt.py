@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from inductor.decompositions import decomposition_table
 from inductor.layout_opt import channels_last_convolutions
+from tests_inductor_support import needs_compiler
 from torch import fx
 
 
@@ -309,6 +310,7 @@ class _ConvNet(torch.nn.Module):
         return self.fc(z.mean((2, 3)))
 
 
+@needs_compiler
 @pytest.mark.parametrize("target", ["cpp", "triton"])
 @pytest.mark.parametrize("train_mode", [True, False], ids=["bn-train", "bn-eval"])
 def test_training_steps_under_the_gpu_rule_match_eager(target: str, train_mode: bool,
