@@ -6,7 +6,6 @@ calls; a golden test printing the template of Linear + GELU (regenerate with
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -23,6 +22,7 @@ from inductor.ir.printer import normalize_kernel_names
 from inductor.pipeline import plan
 from inductor.runtime.triton_mm_launch import MatmulLauncher, load_matmul_kernels
 from inductor.scheduler.fusion import format_schedule
+from tests_inductor_support import needs_compiler
 from triton_support import DEVICE, OPTIONS, randn
 
 TEMPLATE = {**OPTIONS, "max_autotune": True, "mm_template": "always"}
@@ -189,11 +189,6 @@ def test_an_unknown_mm_template_setting_is_an_error() -> None:
                  {**TEMPLATE, "mm_template": "sometimes"})
 
 
-_COMPILER_SPEC = importlib.util.find_spec("compiler")
-_needs_facade = pytest.mark.skipif(_COMPILER_SPEC is None or _COMPILER_SPEC.origin is None,
-                                   reason="the compiler facade is not installed")
-
-
 def _count_templates(monkeypatch: pytest.MonkeyPatch) -> list[TritonKernel]:
     """The matmul templates inductor generates from now on."""
     import inductor.targets
@@ -209,7 +204,7 @@ def _count_templates(monkeypatch: pytest.MonkeyPatch) -> list[TritonKernel]:
     return made
 
 
-@_needs_facade
+@needs_compiler
 def test_training_step_with_templates_matches_eager(monkeypatch: pytest.MonkeyPatch) -> None:
     import compiler
     made = _count_templates(monkeypatch)
@@ -370,7 +365,7 @@ def test_a_template_that_fails_to_launch_falls_back_to_aten(
     assert launcher.choice == "aten" and "using ATen's call" in caplog.text
 
 
-@_needs_facade
+@needs_compiler
 def test_max_autotune_mode_through_the_facade(monkeypatch: pytest.MonkeyPatch) -> None:
     import compiler
     made = _count_templates(monkeypatch)

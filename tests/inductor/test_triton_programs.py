@@ -6,7 +6,6 @@ target: a matmul with its epilogue, a training step, dropout repeatable under
 from __future__ import annotations
 
 import copy
-import importlib.util
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -21,14 +20,8 @@ from inductor.codegen.triton import TritonKernel
 from inductor.ir.printer import normalize_kernel_names
 from inductor.pipeline import plan
 from inductor.scheduler.fusion import format_schedule
+from tests_inductor_support import needs_compiler
 from triton_support import DEVICE, OPTIONS, check, randn, triton_kernels
-
-# NOTE: whole programs go through the facade, which the independence check does not install
-# with inductor alone (there `compiler` is only the tests/compiler folder).
-_COMPILER_SPEC = importlib.util.find_spec("compiler")
-needs_compiler = pytest.mark.skipif(
-    _COMPILER_SPEC is None or _COMPILER_SPEC.origin is None,
-    reason="the compiler facade is not installed")
 
 
 def _compile(fn: Callable[..., Any]) -> Callable[..., Any]:
