@@ -11,6 +11,7 @@ import aotgrad
 import torch
 from aotgrad.backend import run_graph_as_is
 from aotgrad.boxed import BoxedCode
+from torch import fx
 from torch.utils._python_dispatch import TorchDispatchMode
 
 
@@ -142,3 +143,34 @@ def test_boxed_backward_round_trips_through_its_disk_form() -> None:
             assert g is None
         else:
             torch.testing.assert_close(g, e)
+
+
+class _KeyedCompiler:
+    """An ATen-graph compiler whose options say what it compiles (`cache_key`), boxed too."""
+
+    def __init__(self) -> None:
+        self.option = "a"
+
+    def cache_key(self) -> tuple[str]:
+        return (self.option,)
+
+    def __call__(self, gm: fx.GraphModule, example_inputs: list[Any]) -> Any:
+        return gm
+
+    def compile_boxed(self, gm: fx.GraphModule, example_inputs: list[Any]) -> Any:
+        return self(gm, example_inputs)
+
+
+def test_the_checked_compiler_keeps_the_compilers_options_key() -> None:
+    """The wrapper aotgrad puts around a compiler (`pipeline.checked_compiler`) answers the
+    compiler's `cache_key()` as it is now: runners sharing compiled backwards key them on it,
+    so a backward compiled under other options is not taken for this one."""
+    from aotgrad.pipeline import checked_compiler
+
+    inner = _KeyedCompiler()
+    checked: Any = checked_compiler(inner)
+    assert checked.cache_key() == ("a",) and hasattr(checked, "compile_boxed")
+    inner.option = "b"
+    assert checked.cache_key() == ("b",)
+    plain: Any = checked_compiler(lambda gm, example_inputs: gm)
+    assert not hasattr(plain, "cache_key")

@@ -106,15 +106,20 @@ def checked_compiler(compiler: Compiler) -> Compiler:
         compiled = compiler(gm, example_inputs)
         return _checked(compiled) if _has_unbacked_values(gm) else compiled
 
+    checked_graph: Any = compile_graph
+    key_fn = getattr(compiler, "cache_key", None)
+    if key_fn is not None:
+        # NOTE: the compiler's options now, which key the compiled backwards runners share
+        # (`TrainingRunner.compiled_bw`: compiled again under other options)
+        checked_graph.cache_key = key_fn
     boxed = getattr(compiler, "compile_boxed", None)
     if boxed is None:
-        return compile_graph
+        return checked_graph  # type: ignore[no-any-return]  # the function `compile_graph`
 
     def compile_boxed(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         compiled = boxed(gm, example_inputs)
         return _checked(compiled) if _has_unbacked_values(gm) else compiled
 
-    checked_graph: Any = compile_graph
     checked_graph.compile_boxed = compile_boxed  # NOTE: `aotgrad.boxed`
     return checked_graph  # type: ignore[no-any-return]  # the function `compile_graph`
 
