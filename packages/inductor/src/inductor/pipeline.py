@@ -246,15 +246,15 @@ def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[object],
     gm = pad_matmuls(unfuse_matmul_bias(laid_out, _unfuses_bias), _pads_matmuls)
     t0 = time.perf_counter()
     graph_text = graph_key(gm, example_inputs)
-    planned, key = _cached_plan(gm, example_inputs, graph_text, boxed)
+    plan_boxed = boxed
     if boxed and config.options.cudagraphs:
         # NOTE: the CUDA graph runner calls an unboxed wrapper; where it cannot run, the
-        # boxed plan stays
-        unboxed, unboxed_key = _cached_plan(gm, example_inputs, graph_text, False)
-        why = unsupported_reason(unboxed.wrapper_source, example_inputs,
-                                 runs_on_cpu(unboxed.steps))
-        if why is None:
-            planned, key = unboxed, unboxed_key
+        # boxed plan is made instead
+        planned, key = _cached_plan(gm, example_inputs, graph_text, False)
+        plan_boxed = unsupported_reason(planned.wrapper_source, example_inputs,
+                                        runs_on_cpu(planned.steps)) is not None
+    if plan_boxed or not boxed:
+        planned, key = _cached_plan(gm, example_inputs, graph_text, plan_boxed)
     t1 = time.perf_counter()
     kernels = list(planned.kernels.values())
     functions = load_planned(planned)
