@@ -88,15 +88,8 @@ def test_backward_takes_a_list_clears_it_and_frees_inputs(
     assert bw.wrapper_source.startswith("def call(args):\n")
     assert "    args.clear()\n" in bw.wrapper_source
     assert "    del arg0\n" in bw.wrapper_source
-    examples = [n.meta["example_value"] for n in gm.graph.nodes if n.op == "placeholder"]
     torch.manual_seed(1)
-    args = [torch.randn(e.shape, dtype=e.dtype) for e in examples]
-    want = gm(*args)
-    listed = list(args)
-    got = bw(listed)
-    assert listed == []
-    for g, e in zip(got, want):
-        torch.testing.assert_close(g, e)
+    _boxed_call_equals_graph(bw, gm)
 
 
 def test_saved_activation_dies_inside_the_backward(
@@ -363,11 +356,17 @@ def test_disk_form_round_trip_stays_boxed(boxed_compiles: list[tuple[Any, Any]])
     assert state["boxed"] is True
     loaded = graph_cache.load_compiled(state)
     assert loaded.boxed_call and loaded.wrapper_source == bw.wrapper_source
+    _boxed_call_equals_graph(loaded, gm)
+
+
+def _boxed_call_equals_graph(boxed: Any, gm: torch.fx.GraphModule) -> None:
+    """`boxed` called on a list of random inputs of `gm`'s example shapes clears the list
+    and returns what `gm` returns."""
     examples = [n.meta["example_value"] for n in gm.graph.nodes if n.op == "placeholder"]
     args = [torch.randn(e.shape, dtype=e.dtype) for e in examples]
     want = gm(*args)
     listed = list(args)
-    got = loaded(listed)
+    got = boxed(listed)
     assert listed == []
     for g, e in zip(got, want):
         torch.testing.assert_close(g, e)
