@@ -111,7 +111,21 @@ def test_gpu_candidates_follow_the_rows_layout() -> None:
         k = triton_split.generate_triton_kernel(groups[0], p.ctx.buffers, interpret=False)
         assert k.split > 1 and k.xnumel == 64 and "_welford" in k.source
         widths.append(max(xb for xb, _, _ in k.configs))
+        # NOTE: the GPU is filled whatever block of rows the tuner picks (the channels-last
+        # split ran 14 programs before: chunks of 4096 elements, rows in blocks of 64)
+        programs = [k.split * -(-64 // xb) for xb, _, _ in k.configs]
+        assert min(programs) >= 256, (k.split, k.configs)
     assert widths[0] <= 8 < widths[1], widths
+
+
+def test_gpu_chunks_fill_the_gpu_and_bound_the_partials() -> None:
+    # NOTE: ResNet-50's batch-norm weight gradient, 128 channels of 32x28x28 channels-last
+    chunk = triton_split.gpu_chunk(25088, 128, 64, 128)
+    split = -(-25088 // chunk)
+    assert chunk % 128 == 0 and split * 2 >= 256, (chunk, split)
+    # NOTE: one row of 2^26: at most MAX_SPLIT partials; one of 2^14: chunks of 4096
+    assert -(-(1 << 26) // triton_split.gpu_chunk(1 << 26, 1, 1, 2048)) <= triton_split.MAX_SPLIT
+    assert triton_split.gpu_chunk(1 << 14, 1, 1, 2048) == 4096
 
 
 

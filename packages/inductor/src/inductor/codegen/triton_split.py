@@ -60,6 +60,8 @@ COLUMN_MIN_RNUMEL = 256  # NOTE: column reductions: shorter columns are not wort
 COLUMN_MAX_ROWS = 8192  # NOTE: more columns fill the GPU with one program per 64 of them
 COLUMN_MIN_ELEMENTS = 1 << 18  # NOTE: smaller ones take about a launch either way
 COLUMN_PROGRAMS = 512
+SPLIT_PROGRAMS = 512  # NOTE: programs a split launches on a GPU (about 4 per SM)
+SPLIT_MIN_WORK = 4096  # NOTE: elements one program reduces on a GPU, at least (all rows)
 
 
 def split_chunk(rnumel: int, rblock: int) -> int:
@@ -75,6 +77,18 @@ def column_chunk(rnumel: int, xnumel: int, rblock: int) -> int:
     blocks = -(-xnumel // 64)
     split = min(max(2, -(-COLUMN_PROGRAMS // blocks)), MAX_SPLIT)
     want = -(-rnumel // split)
+    return -(-want // rblock) * rblock
+
+
+def gpu_chunk(rnumel: int, xnumel: int, xblock: int, rblock: int) -> int:
+    """Elements of a row one program reduces on a GPU: enough chunks that about
+    `SPLIT_PROGRAMS` programs run over the `xnumel / xblock` blocks of rows, each reducing
+    at least `SPLIT_MIN_WORK` elements and at most `MAX_SPLIT` chunks a row; a multiple of
+    `rblock`. (128 channels of 32x28x28 channels-last in blocks of 64 rows: 196 chunks of
+    128, where chunks of 4096 gave 14 programs.)"""
+    blocks = -(-xnumel // xblock)
+    split = min(max(2, -(-SPLIT_PROGRAMS // blocks)), MAX_SPLIT)
+    want = max(-(-rnumel // split), -(-SPLIT_MIN_WORK // xblock), -(-rnumel // MAX_SPLIT))
     return -(-want // rblock) * rblock
 
 
@@ -119,9 +133,13 @@ class SplitTritonGen(TritonGen):
         prepared = [(ni, n, *self._node_subs(ni, n)) for ni, n in enumerate(self.group.nodes)]
         self._welford = match_welford(prepared, self._sub)
         self.split_configs = self._split_configs()
+        xb = max(xb for xb, _, _ in self.split_configs)
         rb = max(rb for _, rb, _ in self.split_configs)
-        self.chunk = (column_chunk(self.rnumel, self.xnumel, rb) if self.columns
-                      else split_chunk(self.rnumel, rb))
+        if not self.interpret:
+            self.chunk = gpu_chunk(self.rnumel, self.xnumel, xb, rb)
+        else:  # NOTE: the interpreter runs programs one by one: few long chunks
+            self.chunk = (column_chunk(self.rnumel, self.xnumel, rb) if self.columns
+                          else split_chunk(self.rnumel, rb))
         self.split = -(-self.rnumel // self.chunk)
         self.workspaces: list[tuple[str, torch.dtype]] = []
         w = _Lines()
