@@ -126,6 +126,26 @@ def test_gpu_chunks_fill_the_gpu_and_bound_the_partials() -> None:
     # NOTE: one row of 2^26: at most MAX_SPLIT partials; one of 2^14: chunks of 4096
     assert -(-(1 << 26) // triton_split.gpu_chunk(1 << 26, 1, 1, 2048)) <= triton_split.MAX_SPLIT
     assert triton_split.gpu_chunk(1 << 14, 1, 1, 2048) == 4096
+    assert triton_split.gpu_chunk(4000, 1, 1, 2048) == 2048  # NOTE: two chunks, at least
+
+
+def test_a_gpu_row_of_one_block_is_not_split(short_split: None) -> None:
+    # NOTE: generated for a GPU (not launched): rows of 2048 and 4000 with blocks of 2048;
+    # a split of one chunk was generated with workspaces its launch did not pass
+    from aten_trace import trace_aten
+    from inductor import config
+    from inductor.pipeline import plan
+    from inductor.scheduler.fusion import FusedGroup
+
+    splits = []
+    for n in (2048, 4000):
+        x = torch.randn(n)
+        with config.patch(cpu_backend="triton"):
+            p = plan(trace_aten(lambda v: torch.var_mean(v), [x]), [x])
+        group = next(g for g in p.steps if isinstance(g, FusedGroup) and g.has_reduction())
+        k = triton_split.generate_triton_kernel(group, p.ctx.buffers, interpret=False)
+        splits.append((k.split, "ws_n" in k.source))
+    assert splits == [(1, False), (2, True)], splits
 
 
 

@@ -83,12 +83,13 @@ def column_chunk(rnumel: int, xnumel: int, rblock: int) -> int:
 def gpu_chunk(rnumel: int, xnumel: int, xblock: int, rblock: int) -> int:
     """Elements of a row one program reduces on a GPU: enough chunks that about
     `SPLIT_PROGRAMS` programs run over the `xnumel / xblock` blocks of rows, each reducing
-    at least `SPLIT_MIN_WORK` elements and at most `MAX_SPLIT` chunks a row; a multiple of
-    `rblock`. (128 channels of 32x28x28 channels-last in blocks of 64 rows: 196 chunks of
+    at least `SPLIT_MIN_WORK` elements (two chunks a row, at least) and at most `MAX_SPLIT`
+    chunks a row; a multiple of `rblock`. (128 channels of 32x28x28 channels-last in blocks of 64 rows: 196 chunks of
     128, where chunks of 4096 gave 14 programs.)"""
     blocks = -(-xnumel // xblock)
     split = min(max(2, -(-SPLIT_PROGRAMS // blocks)), MAX_SPLIT)
     want = max(-(-rnumel // split), -(-SPLIT_MIN_WORK // xblock), -(-rnumel // MAX_SPLIT))
+    want = min(want, -(-rnumel // 2))
     return -(-want // rblock) * rblock
 
 
@@ -394,7 +395,9 @@ def generate_triton_kernel(group: FusedGroup, buffers: dict[str, Buffer], *,
         return generate_triton(group, buffers, interpret=interpret)
     gen = SplitTritonGen(group, buffers, interpret)
     if gen.splittable():
-        return gen.generate()
+        split = gen.generate()
+        if split.split > 1:  # NOTE: rows no longer than one block take one chunk: not split
+            return split
     tiled = TiledTritonGen(group, buffers, interpret)
     if tiled.tile_dim() is not None:
         return tiled.generate()
