@@ -16,7 +16,7 @@ import torch.fx
 
 from inductor import config
 from inductor.ir.layout import Layout
-from inductor.ir.loop_body import record_pointwise
+from inductor.ir.loop_body import LoopBody, record_pointwise
 from inductor.ir.nodes import (
     Buffer,
     BufferView,
@@ -137,7 +137,8 @@ class LoweringContext:
 
     def maybe_realize_shared(self, node: torch.fx.Node, value: Pointwise) -> TensorValue:
         """Realize a pointwise value with several users when inlining it would recompute
-        too much (the inline-vs-store trade-off)."""
+        too much (the inline-vs-store trade-off): more ops or reads than the thresholds, or
+        a strided read along its innermost dimension (`strided_inner_read`)."""
         users = len(node.users)
         if users <= 1:
             return value
@@ -152,7 +153,14 @@ class LoweringContext:
             del self.buffers[scratch]
             value.op_count = sum(1 for op in body.ops if op.kind not in ("constant",))
             loads = sum(1 for op in body.ops if op.kind == "load")
-            if loads > config.options.realize_reads_threshold:
+            # NOTE: a strided read (a transpose, a cat of a permuted piece, a clamped
+            # index) inlined into several users is a gather in each of them, and in each
+            # pass of a reduction (a layer norm's mean and variance, then its normalization):
+            # ViT's patch embedding (the class token cat the transposed convolution output,
+            # plus the position embedding) was gathered in 7 passes of 5 forward kernels.
+            # Stored once, every user reads it contiguously.
+            if (loads > config.options.realize_reads_threshold
+                    or strided_inner_read(body)):
                 value.op_count = max(value.op_count, config.options.realize_opcount_threshold + 1)
         if value.op_count > config.options.realize_opcount_threshold or users > 8:
             ev = example_value(node)
@@ -290,3 +298,19 @@ def _channels_last_hint(meta: Any, value: Pointwise) -> Layout | None:
     if tuple(meta.shape) != tuple(value.size) or meta.dtype != value.dtype:
         return None
     return Layout(tuple(meta.shape), tuple(meta.stride()), 0, value.dtype, value.device)
+
+
+def strided_inner_read(body: LoopBody) -> bool:
+    """Whether a load of `body` steps by other than 0 or 1 elements (or by an amount that
+    depends on the index, as a clamp or a modulo does) along its innermost loop variable:
+    a read that inlining repeats as a gather in every user of the value."""
+    if not body.index_vars:
+        return False
+    inner = body.index_vars[-1]
+    for _, index in body.reads():
+        if inner not in index.free_symbols:
+            continue
+        step = sympy.expand(index.subs(inner, inner + 1) - index)
+        if not step.is_Integer or abs(int(step)) > 1:
+            return True
+    return False
