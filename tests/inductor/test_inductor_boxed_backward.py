@@ -369,7 +369,10 @@ def _boxed_call_equals_graph(boxed: Any, gm: torch.fx.GraphModule) -> None:
     got = boxed(listed)
     assert listed == []
     for g, e in zip(got, want):
-        torch.testing.assert_close(g, e)
+        # NOTE: random inputs are not a forward's values (tanh's saved output beyond 1):
+        # gradients of a few hundred, compared to float32 rounding at that scale
+        scale = max(1.0, float(e.abs().max()))
+        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-6 * scale)
 
 
 def _warm_run(cache: Path) -> dict[str, Any]:
