@@ -86,11 +86,7 @@ def test_the_backward_does_not_recompute_the_tanh_gelu_chain() -> None:
     # NOTE: tanh_backward reads tanh's result; eager and torch.compile save it, so the chain
     # that computes it (pow, tanh) runs once, in the forward
     assert bw_ops["aten.tanh.default"] == 0
-    # NOTE: the chain's x**3 is not redone (the derivative's x**2, and square's 2 * y**1 from
-    # the saved matmul output y, are the backward's own)
-    cubes = [n for n in bw.graph.nodes
-             if n.target is torch.ops.aten.pow.Tensor_Scalar and n.args[1] == 3.0]
-    assert not cubes, bw.code
+    assert bw_ops["aten.pow.Tensor_Scalar"] <= 1  # the derivative's x**2 only
     assert _ops(fw)["aten.tanh.default"] == 1
     eager_loss, eager_grads = _step(_mlp, inputs)
     torch.testing.assert_close(loss, eager_loss)

@@ -252,10 +252,6 @@ def test_checkpointed_module_blocks_save_what_eager_checkpoint_saves(backend):
         for a, b in zip(got[1], want[1]):
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
         saved[checkpointed] = (got[2], want[2])
-    # eager checkpoint saves each block's output (32 x 64 floats; the first block's input is
-    # the step's own); ours no more: aot_eager recomputes the last output with its block
-    # (min_cut saves the block's matmul output, inside the region, where it ties with the
-    # residual add; the region's recompute then yields it), inductor saves all three
-    assert saved[True][1] == 3 * 32 * 64 * 4
-    assert 2 * 32 * 64 * 4 <= saved[True][0] <= saved[True][1], saved
+    # each block saves only its input (32 x 64 floats): 3 of them, as eager checkpoint does
+    assert saved[True] == (3 * 32 * 64 * 4, 3 * 32 * 64 * 4)
     assert saved[True][0] * 8 < saved[False][0]

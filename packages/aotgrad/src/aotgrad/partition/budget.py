@@ -109,7 +109,8 @@ class BudgetPlanner:
                     return node in kept
                 return banned_for_min_cut(node)
 
-            self._cuts[kept] = frozenset(min_cut_saved_values(self.info, banned))
+            self._cuts[kept] = frozenset(min_cut_saved_values(
+                self.info, banned, fused_recompute=self.fused_recompute))
         return self._cuts[kept]
 
     def item_cost(self, node: fx.Node) -> float:

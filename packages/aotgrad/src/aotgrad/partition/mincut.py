@@ -38,19 +38,21 @@ _SOURCE = "__source__"
 _SINK = "__sink__"
 
 
-def _capacity(node: fx.Node, pinned: bool) -> int:
+def _capacity(node: fx.Node, computed_anyway: bool) -> int:
     # NOTE: primals are alive whether saved or not, so saving one is free. Every other value
     # costs twice its bytes plus one, which breaks ties toward saving primals and toward
     # fewer saved values without changing which byte total is smallest.
     # A view of a primal (a weight's transpose) lives in the primal's storage: free too.
-    # A value the forward computes in any case (`pinned`: a convolution's output) costs
-    # twice its bytes: where saving it ties with saving a cheap value computed from it
-    # (batch norm's `x - mean`, a bias added to a matmul), it is saved and the cheap value
-    # recomputed in the backward, so the forward's fused kernel does not write it as one
-    # more output (ResNet-50: a 100 MB store per block on a GPU).
+    # For a fusing compiler, a value the forward computes in any case (`computed_anyway`: a
+    # convolution's output) costs twice its bytes: where saving it ties with saving a cheap
+    # value computed from it (batch norm's `x - mean`, a bias added to a matmul), it is saved
+    # and the cheap value recomputed inside the backward's kernel, so the forward's fused
+    # kernel does not write it as one more output (ResNet-50: a 100 MB store per block on a
+    # GPU). Without fusion every value is written anyway and a recomputed op is one more
+    # pass over memory: the tie goes to the later value as before.
     if storage_root(node).op == "placeholder":
         return 0
-    return 2 * value_bytes(node) + (0 if pinned else 1)
+    return 2 * value_bytes(node) + (0 if computed_anyway else 1)
 
 
 def banned_for_min_cut(node: fx.Node) -> bool:
@@ -144,9 +146,11 @@ def _runs_in_forward(info: JointInfo, node: fx.Node) -> bool:
     return node in info.required_fw or is_random(node)
 
 
-def min_cut_saved_values(info: JointInfo, banned: Callable[[fx.Node], bool]) -> set[fx.Node]:
+def min_cut_saved_values(info: JointInfo, banned: Callable[[fx.Node], bool], *,
+                         fused_recompute: bool = False) -> set[fx.Node]:
     """Saved values of the minimum cut when the nodes for which `banned` holds must run in
-    the forward (they are never recomputed)."""
+    the forward (they are never recomputed); `fused_recompute` (see `PartitionConfig`):
+    ties go to values the forward computes in any case (`_capacity`)."""
     flow = nx.DiGraph()
     flow.add_node(_SOURCE)
     flow.add_node(_SINK)
@@ -158,7 +162,8 @@ def min_cut_saved_values(info: JointInfo, banned: Callable[[fx.Node], bool]) -> 
         # forward outputs need still runs in the forward, but the backward may recompute it.
         pinned = node.op == "placeholder" or (banned(node) and _runs_in_forward(info, node))
         if is_saveable(node):
-            flow.add_edge(node_in, node_out, capacity=_capacity(node, pinned))
+            flow.add_edge(node_in, node_out,
+                          capacity=_capacity(node, pinned and fused_recompute))
         else:
             flow.add_edge(node_in, node_out)  # no capacity attribute: infinite
         if pinned:
@@ -207,7 +212,7 @@ def _primal_for_view(node: fx.Node) -> fx.Node:
 def partition_min_cut(info: JointInfo, *, fused_recompute: bool = False) -> Partition:
     """The min_cut split of a joint graph (`fused_recompute`: see `PartitionConfig`)."""
     banned = min_cut_banned(info, fused_recompute=fused_recompute)
-    return split(info, min_cut_saved_values(info, banned))
+    return split(info, min_cut_saved_values(info, banned, fused_recompute=fused_recompute))
 
 
 def min_cut_partition(
