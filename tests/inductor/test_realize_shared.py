@@ -65,6 +65,20 @@ def test_contiguous_shared_value_stays_inlined() -> None:
     assert _loads_of(compiled, "arg0") > 1
 
 
+def test_channels_last_shared_value_stays_inlined() -> None:
+    """A channels-last input steps by C along W, but the value is stored channels-last as
+    eager has it, where the read is contiguous: storing it would copy the input unchanged
+    (batch norm's `to(float32)` of a convolution's output was copied so after every
+    convolution of a small CNN), so it stays inlined."""
+    def f(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = x + 1
+        return y.sum((0, 2, 3)), y * 2
+
+    x = torch.randn(2, 8, 5, 6).contiguous(memory_format=torch.channels_last)
+    compiled = run_and_compare(f, [x], atol=1e-5, rtol=1e-5)
+    assert _loads_of(compiled, "arg0") == 2
+
+
 def _body_reading(index: Callable[[Expr, Expr], Expr]) -> LoopBody:
     """The loop body of a (4, 8) value that loads buffer `x` at `index(i, j)`."""
     def body(idx: list[Expr]) -> None:
@@ -78,7 +92,10 @@ def test_strided_inner_read_predicate() -> None:
     broadcast = _body_reading(lambda i, j: i)
     reversed_ = _body_reading(lambda i, j: 8 * i + 7 - j)
     transposed = _body_reading(lambda i, j: i + 4 * j)
-    assert not strided_inner_read(contiguous)
-    assert not strided_inner_read(broadcast)
-    assert not strided_inner_read(reversed_)
-    assert strided_inner_read(transposed)
+    assert not strided_inner_read(contiguous, contiguous.index_vars[-1])
+    assert not strided_inner_read(broadcast, broadcast.index_vars[-1])
+    assert not strided_inner_read(reversed_, reversed_.index_vars[-1])
+    assert strided_inner_read(transposed, transposed.index_vars[-1])
+    # NOTE: along its first dimension the transposed read steps by 1: a value stored with
+    # that dimension contiguous reads it contiguously
+    assert not strided_inner_read(transposed, transposed.index_vars[0])

@@ -138,18 +138,25 @@ class LoweringContext:
     def maybe_realize_shared(self, node: torch.fx.Node, value: Pointwise) -> TensorValue:
         """Realize a pointwise value with several users when inlining it would recompute
         too much (the inline-vs-store trade-off): more ops or reads than the thresholds, or
-        a strided read along its innermost dimension (`strided_inner_read`)."""
+        a strided read along the dimension its stored layout keeps contiguous
+        (`strided_inner_read`)."""
         users = len(node.users)
         if users <= 1:
             return value
+        layout = self.node_layout(example_value(node), value.size, value.dtype, value.device)
         if value.op_count < 0:
             scratch = f"__probe{id(value)}"
             self.buffers[scratch] = Buffer(scratch, Layout.contiguous(
                 value.size, value.dtype, value.device))
+            dims: list[Expr] = []
+
             def probe(idx: list[Expr]) -> None:
+                dims.extend(idx)
                 ops.store(scratch, sympy.Integer(0), value.load(idx))
 
             body = record_pointwise(value.size, probe, self.buffer_dtype)
+            dim = _contiguous_dim(layout)
+            inner = dims[dim] if dim is not None else None
             del self.buffers[scratch]
             value.op_count = sum(1 for op in body.ops if op.kind not in ("constant",))
             loads = sum(1 for op in body.ops if op.kind == "load")
@@ -158,14 +165,14 @@ class LoweringContext:
             # pass of a reduction (a layer norm's mean and variance, then its normalization):
             # ViT's patch embedding (the class token cat the transposed convolution output,
             # plus the position embedding) was gathered in 7 passes of 5 forward kernels.
-            # Stored once, every user reads it contiguously.
+            # Stored once, every user reads it contiguously. A read that is strided only in
+            # the logical order (a channels-last input) is contiguous in the stored order too:
+            # storing it would copy it unchanged.
             if (loads > config.options.realize_reads_threshold
-                    or strided_inner_read(body)):
+                    or strided_inner_read(body, inner)):
                 value.op_count = max(value.op_count, config.options.realize_opcount_threshold + 1)
         if value.op_count > config.options.realize_opcount_threshold or users > 8:
-            ev = example_value(node)
-            return self.realize(value, self.node_layout(ev, value.size, value.dtype,
-                                                        value.device))
+            return self.realize(value, layout)
         return value
 
     # -- the graph walk ------------------------------------------------------------------
@@ -300,13 +307,21 @@ def _channels_last_hint(meta: Any, value: Pointwise) -> Layout | None:
     return Layout(tuple(meta.shape), tuple(meta.stride()), 0, value.dtype, value.device)
 
 
-def strided_inner_read(body: LoopBody) -> bool:
+def _contiguous_dim(layout: Layout) -> int | None:
+    """The dimension of `layout` whose stride is 1 (None: none of more than one element)."""
+    for d, (size, stride) in enumerate(zip(layout.size, layout.stride)):
+        if stride == 1 and size != 1:
+            return d
+    return None
+
+
+def strided_inner_read(body: LoopBody, inner: Expr | None) -> bool:
     """Whether a load of `body` steps by other than 0 or 1 elements (or by an amount that
-    depends on the index, as a clamp or a modulo does) along its innermost loop variable:
-    a read that inlining repeats as a gather in every user of the value."""
-    if not body.index_vars:
+    depends on the index, as a clamp or a modulo does) along loop variable `inner` (that of
+    the dimension the value's stored layout keeps contiguous): a read that inlining repeats
+    as a gather in every user of the value, and that storing the value makes contiguous."""
+    if not isinstance(inner, sympy.Symbol):
         return False
-    inner = body.index_vars[-1]
     for _, index in body.reads():
         if inner not in index.free_symbols:
             continue
