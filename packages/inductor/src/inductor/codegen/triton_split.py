@@ -20,7 +20,7 @@ rows of `SPLIT_MIN_RNUMEL`+ elements, at most `SPLIT_MAX_ROWS` of them, each at 
 `SPLIT_ROW_RATIO` times longer than their count; or columns: up to `COLUMN_MAX_ROWS` rows
 whose elements lie far apart while adjacent rows are adjacent (`x.sum(0)` of a `[N, C]`
 tensor: a bias or layer-norm weight gradient), which one program per 64 rows would read with
-a handful of programs; they split into chunks for about `COLUMN_PROGRAMS` programs. The
+a handful of programs; they split into chunks for about `SPLIT_PROGRAMS` programs. The
 partial kernel's candidate blocks are wide in x where the rows' elements are adjacent in
 memory (channels-last, columns), long in r else.
 """
@@ -59,7 +59,6 @@ MAX_SPLIT = 1024
 COLUMN_MIN_RNUMEL = 256  # NOTE: column reductions: shorter columns are not worth a 2nd kernel
 COLUMN_MAX_ROWS = 8192  # NOTE: more columns fill the GPU with one program per 64 of them
 COLUMN_MIN_ELEMENTS = 1 << 18  # NOTE: smaller ones take about a launch either way
-COLUMN_PROGRAMS = 512
 SPLIT_PROGRAMS = 512  # NOTE: programs a split launches on a GPU (about 4 per SM)
 SPLIT_MIN_WORK = 4096  # NOTE: elements one program reduces on a GPU, at least (all rows)
 
@@ -71,26 +70,24 @@ def split_chunk(rnumel: int, rblock: int) -> int:
     return -(-want // rblock) * rblock
 
 
-def column_chunk(rnumel: int, xnumel: int, rblock: int) -> int:
-    """Elements of a column one program reduces in a column split: enough chunks that
-    about `COLUMN_PROGRAMS` programs run (blocks of 64 columns), a multiple of `rblock`."""
-    blocks = -(-xnumel // 64)
-    split = min(max(2, -(-COLUMN_PROGRAMS // blocks)), MAX_SPLIT)
-    want = -(-rnumel // split)
-    return -(-want // rblock) * rblock
-
-
 def gpu_chunk(rnumel: int, xnumel: int, xblock: int, rblock: int) -> int:
     """Elements of a row one program reduces on a GPU: enough chunks that about
     `SPLIT_PROGRAMS` programs run over the `xnumel / xblock` blocks of rows, each reducing
-    at least `SPLIT_MIN_WORK` elements (two chunks a row, at least) and at most `MAX_SPLIT`
-    chunks a row; a multiple of `rblock`. (128 channels of 32x28x28 channels-last in blocks of 64 rows: 196 chunks of
-    128, where chunks of 4096 gave 14 programs.)"""
+    at least `SPLIT_MIN_WORK` elements (two chunks a row, at least) and at most
+    `MAX_SPLIT` chunks a row; a multiple of `rblock`. (128 channels of 32x28x28
+    channels-last in blocks of 64 rows: 196 chunks of 128, where chunks of 4096 gave 14
+    programs.)"""
     blocks = -(-xnumel // xblock)
     split = min(max(2, -(-SPLIT_PROGRAMS // blocks)), MAX_SPLIT)
     want = max(-(-rnumel // split), -(-SPLIT_MIN_WORK // xblock), -(-rnumel // MAX_SPLIT))
     want = min(want, -(-rnumel // 2))
     return -(-want // rblock) * rblock
+
+
+def column_chunk(rnumel: int, xnumel: int, rblock: int) -> int:
+    """Elements of a column one program reduces in a column split: `gpu_chunk` for blocks
+    of 64 columns (the interpreter's column splits take the same chunks)."""
+    return gpu_chunk(rnumel, xnumel, 64, rblock)
 
 
 class SplitTritonGen(TritonGen):
