@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from inductor.decompositions import decomposition_table
-from inductor.layout_opt import channels_last_convolutions
+from inductor.layout_opt import channels_last_backward_inputs, channels_last_convolutions
 from tests_inductor_support import needs_compiler
 from torch import fx
 
@@ -327,6 +327,8 @@ def test_training_steps_under_the_gpu_rule_match_eager(target: str, train_mode: 
         pytest.importorskip("triton")
     monkeypatch.setattr(pipeline, "channels_last_convolutions",
                         lambda gm: channels_last_convolutions(gm, devices=("cpu",)))
+    monkeypatch.setattr(pipeline, "channels_last_backward_inputs",
+                        lambda gm: channels_last_backward_inputs(gm, devices=("cpu",)))
     torch.manual_seed(0)
     model = _ConvNet().train(train_mode)
     ref = copy.deepcopy(model)
@@ -350,4 +352,6 @@ def test_training_steps_under_the_gpu_rule_match_eager(target: str, train_mode: 
             for b, c in zip(model.buffers(), ref.buffers()):
                 torch.testing.assert_close(b, c)
     assert "channels-last activations around 3 convolutions" in caplog.text
+    # NOTE: the first convolution's saved input is the NCHW image, its gradient channels-last
+    assert "channels-last inputs for 1 convolution backwards" in caplog.text
     compiler.reset()
