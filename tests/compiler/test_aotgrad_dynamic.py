@@ -128,3 +128,31 @@ def test_int_argument_with_aot_eager() -> None:
         (grad,) = torch.autograd.grad(out, x)
         torch.testing.assert_close(out, f(x, k))
         torch.testing.assert_close(grad, torch.full((5,), float(k)))
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_an_output_without_gradient_in_a_dynamic_graph(backend: str) -> None:
+    """Only the loss gets a gradient; the other differentiable output (the logits, of the
+    call's size) stands in as zeros of the size it has in this call, not the symbolic size
+    it was traced with (transformers' classification models with `labels`: the third call,
+    after the sizes turned dynamic, raised in the backward)."""
+    compiler.reset()
+    lin = torch.nn.Linear(8, 3)
+
+    def f(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = lin(x).relu()
+        return torch.nn.functional.cross_entropy(logits, y), logits
+
+    fn = compiler.compile(f, backend=backend)
+    for n in (4, 4, 6, 7):
+        x, y = torch.randn(n, 8), torch.randint(0, 3, (n,))
+        lin.zero_grad()
+        loss, logits = fn(x, y)
+        loss.backward()
+        got = [p.grad.clone() for p in lin.parameters()]  # type: ignore[union-attr]
+        lin.zero_grad()
+        want_loss, want_logits = f(x, y)
+        want_loss.backward()
+        torch.testing.assert_close((loss, logits), (want_loss, want_logits))
+        torch.testing.assert_close(got, [p.grad for p in lin.parameters()])
+    compiler.reset()

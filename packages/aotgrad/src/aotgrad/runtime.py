@@ -275,6 +275,10 @@ class TrainingRunner:
         # bytes are known now (the graph's shapes are fixed for this compiled signature).
         fast = not mutated_inputs and not non_differentiable and saved_bytes is not None
         tangent_examples = bw_examples[num_saved:]
+        # NOTE: a dynamic graph's tangent examples have symbolic sizes: the zeros that stand
+        # for an output's missing gradient take the size that output had in this call.
+        sized_tangents = [i for i, e in zip(tangent_list, tangent_examples)
+                          if not all(isinstance(d, int) for d in e.shape)]
         is_grad_enabled = torch.is_grad_enabled
         recompute = self._recompute
         input_needs = self._input_needs
@@ -289,6 +293,8 @@ class TrainingRunner:
                 # NOTE: backward sees which outputs got no gradient (None, not zeros).
                 ctx.set_materialize_grads(False)
                 outs = fw(*args)
+                if sized_tangents:
+                    ctx.tangent_sizes = {i: outs[i].shape for i in sized_tangents}
                 if fast:
                     ctx.save_for_backward(*outs[num_outputs:])
                     ctx.saved_layout = None
@@ -331,8 +337,8 @@ class TrainingRunner:
                 grad = grads[i]
                 if grad is None:
                     missing.add(k)
-                    grad = torch.zeros(example.shape, dtype=example.dtype,
-                                       device=example.device)
+                    size = ctx.tangent_sizes[i] if sized_tangents else example.shape
+                    grad = torch.zeros(size, dtype=example.dtype, device=example.device)
                 tangents.append(grad.contiguous())
             bw = compiled_bw()
             if getattr(bw, "boxed_call", False):
