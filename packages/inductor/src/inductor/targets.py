@@ -21,8 +21,9 @@ import torch
 
 from inductor import config
 from inductor.codegen.cpp import CppKernel, generate_kernel
-from inductor.codegen.triton import TritonKernel, triton_can_fuse
+from inductor.codegen.triton import TritonKernel
 from inductor.codegen.triton_mm import generate_matmul_template, is_matmul_group, matmul_can_fuse
+from inductor.codegen.triton_rules import triton_can_fuse
 from inductor.codegen.triton_split import generate_triton_kernel
 from inductor.ir.checks import ERR_PARAM
 from inductor.ir.nodes import Buffer, ComputedBuffer

@@ -34,6 +34,14 @@ from inductor.codegen.triton_prelude import (
     module_header,
     reduction_init,
 )
+from inductor.codegen.triton_rules import (
+    PERSISTENT_MAX,
+    inner_numel,
+    inner_ranges,
+    more_than_one,
+    symbolic_group,
+    triton_configs,
+)
 from inductor.codegen.triton_welford import WELFORD_HELPER, WelfordMatch, match_welford
 from inductor.ir.checks import ERR_PARAM, ZERO_DIVISION, KernelCheck
 from inductor.ir.loop_body import LoopBody, LoopOp
@@ -44,7 +52,7 @@ from inductor.sizevars import Clamp, FloorDiv, ModIndex, bounds, is_static
 from inductor.symbols import pyexpr, size_hint, size_symbols
 
 _SIZE_SYMBOL = re.compile(r"\b(s[0-9]+)\b")  # NOTE: capture's size symbols (`inductor.symbols`)
-PERSISTENT_MAX = 1024  # NOTE: longest row a persistent reduction holds in one block
+
 INT32_MAX = 2**31 - 1
 
 
@@ -110,61 +118,6 @@ class TritonKernel:
 LAUNCH_DEBUG = (("sanitize_overflow", False),)
 
 
-def _inner_ranges(group: FusedGroup, node: ComputedBuffer) -> tuple[int, ...]:
-    assert node.body is not None
-    sp = split_node(node.body, group.outer)
-    assert sp is not None
-    return tuple(sp.inner_ranges)
-
-
-def _inner_numel(group: FusedGroup, node: ComputedBuffer) -> int:
-    return math.prod(_inner_ranges(group, node))
-
-
-def _more_than_one(numel: object) -> bool:
-    """A row of more than one element (a symbolic size is >= 2: `inductor.symbols`)."""
-    return not is_static(numel) or int(numel) > 1  # type: ignore[call-overload]
-
-
-def symbolic_group(group: FusedGroup, buffers: dict[str, Buffer]) -> bool:
-    """Whether a group's loops or the layouts of the buffers it touches have symbolic
-    sizes (its kernel then takes the size symbols as arguments)."""
-    if size_symbols(*group.outer):
-        return True
-    for n in group.nodes:
-        assert n.body is not None
-        sp = split_node(n.body, group.outer)
-        if sp is not None and size_symbols(*sp.inner_ranges):
-            return True
-        for name, _ in n.body.reads():
-            lay = buffers[name].layout
-            if size_symbols(*lay.size, *lay.stride, lay.offset):
-                return True
-        lay = n.layout
-        if size_symbols(*lay.size, *lay.stride, lay.offset):
-            return True
-    return False
-
-
-def triton_can_fuse(group: FusedGroup, node: ComputedBuffer, outer: tuple[int, ...]) -> bool:
-    """One r dimension per kernel: every node's inner loops cover the same number of
-    elements (or none)."""
-    sizes: set[int] = set()
-    for n in [*group.nodes, node]:
-        assert n.body is not None
-        sp = split_node(n.body, outer)
-        if sp is None:
-            return False
-        numel = math.prod(sp.inner_ranges)
-        if sp.inner_ranges and _more_than_one(numel):
-            sizes.add(numel)
-    return len(sizes) <= 1
-
-
-def _next_pow2(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
-
-
 class _Lines:
     def __init__(self) -> None:
         self.lines: list[str] = []
@@ -193,10 +146,10 @@ class TritonGen:
         self.xnumel = math.prod(group.outer)
         # NOTE: nodes over fewer row elements than the group (a reduction of one element
         # or none beside longer rows, `triton_can_fuse`) mask their r lanes (`_enter`)
-        self.extents = {ni: _inner_numel(group, n) for ni, n in enumerate(group.nodes)
-                        if n.body is not None and (n.body.is_reduction or _inner_ranges(group, n))}
+        self.extents = {ni: inner_numel(group, n) for ni, n in enumerate(group.nodes)
+                        if n.body is not None and (n.body.is_reduction or inner_ranges(group, n))}
         numels = list(self.extents.values())
-        self.rnumel = next((r for r in numels if _more_than_one(r)),
+        self.rnumel = next((r for r in numels if more_than_one(r)),
                            0 if numels and not any(numels) else 1)
         self.reduction = group.has_reduction()
         self.symbolic = symbolic_group(group, buffers)
@@ -340,7 +293,7 @@ class TritonGen:
         numel = self.extents.get(ni)
         if numel is None or sympy.sympify(numel) == sympy.sympify(self.rnumel):
             return
-        ridx = "ridx" if self.reduction or _more_than_one(self.rnumel) else "xzero"
+        ridx = "ridx" if self.reduction or more_than_one(self.rnumel) else "xzero"
         w.add(f"n{ni}_rmask = {ridx} < {self.texpr(sympy.sympify(numel))}")
         self._extent_mask = f"n{ni}_rmask"
 
@@ -530,7 +483,7 @@ class TritonGen:
             w.add(f"xflat = {pid} * XBLOCK + tl.arange(0, XBLOCK)")
             w.add(f"xmask = xflat < {self.texpr(sympy.sympify(self.xnumel * R))}")
             w.add("xzero = xflat * 0")
-            if _more_than_one(R):
+            if more_than_one(R):
                 w.add(f"xidx = xflat // {self.texpr(sympy.sympify(R))}")
                 w.add(f"ridx = xflat % {self.texpr(sympy.sympify(R))}")
             else:
@@ -828,38 +781,6 @@ class TritonGen:
         # again for each call's sizes, `triton_configs`)
         return triton_configs(size_hint(self.xnumel), size_hint(self.rnumel), self.reduction,
                               self.persistent, self.interpret)
-
-
-POINTWISE_TUNE_MIN = 1 << 20  # NOTE: pointwise kernels over more elements are tuned
-
-
-def triton_configs(xnumel: int, rnumel: int, reduction: bool, persistent: bool,
-                   interpret: bool) -> tuple[tuple[int, int, int], ...]:
-    """Candidate (XBLOCK, RBLOCK, warps) of a kernel over `xnumel` rows of `rnumel`."""
-    if not reduction:
-        total = xnumel * rnumel
-        if interpret:
-            return ((min(_next_pow2(total), 4096), 1, 4),)
-        cap = max(16, min(_next_pow2(total), 1024))
-        if total <= POINTWISE_TUNE_MIN:
-            # NOTE: a small pointwise kernel takes about a launch in any block size: one
-            # candidate, so a cold start neither compiles nor times the others
-            return ((min(1024 if total >= 1 << 18 else 256, cap), 1, 4),)
-        cands = [(1024, 1, 4), (512, 1, 4), (256, 1, 4), (128, 1, 4)]
-        return tuple(dict.fromkeys((min(x, cap), 1, wp) for x, _, wp in cands))
-    rb = _next_pow2(rnumel)
-    xcap = _next_pow2(xnumel)
-    if interpret:
-        r = rb if persistent else min(rb, 1024)
-        return ((max(1, min(xcap, 4096 // r)), r, 4),)
-    if persistent:
-        out = []
-        for elems, warps in ((4096, 8), (2048, 4), (1024, 4), (8192, 8)):
-            x = max(1, min(xcap, elems // rb))
-            out.append((x, rb, warps if rb >= 256 else 4))
-        return tuple(dict.fromkeys(out))
-    return tuple(dict.fromkeys((min(x, xcap), min(r, max(16, rb)), wp) for x, r, wp in (
-        (1, 2048, 8), (1, 1024, 4), (8, 256, 4), (64, 64, 4), (4, 512, 8))))
 
 
 def _red_pos(body: LoopBody) -> int | None:

@@ -37,14 +37,13 @@ from inductor.codegen.triton import (
     TritonGen,
     TritonKernel,
     _Lines,
-    _next_pow2,
     _red_pos,
     _ref_dtype,
     generate_triton,
-    symbolic_group,
 )
 from inductor.codegen.triton_compute import reduce_text
 from inductor.codegen.triton_prelude import TL_DTYPE, reduction_init
+from inductor.codegen.triton_rules import next_pow2, symbolic_group
 from inductor.codegen.triton_tile import TiledTritonGen, _coeff
 from inductor.codegen.triton_welford import Prepared, match_welford
 from inductor.ir.loop_body import LoopOp
@@ -153,7 +152,7 @@ class SplitTritonGen(TritonGen):
     def _split_configs(self) -> tuple[tuple[int, int, int], ...]:
         """(XBLOCK, RBLOCK, warps) of the partial kernel: wide in x when the rows' elements
         sit next to each other (channels-last batch norm), long in r otherwise."""
-        rows = _next_pow2(self.xnumel)
+        rows = next_pow2(self.xnumel)
         if self.interpret:
             xb = min(rows, 16)
             return ((xb, max(16, 1024 // xb), 4),)

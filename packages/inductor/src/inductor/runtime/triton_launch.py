@@ -33,7 +33,8 @@ from typing import Any
 import torch
 
 from inductor import config
-from inductor.codegen.triton import LAUNCH_DEBUG, PERSISTENT_MAX, TritonKernel, triton_configs
+from inductor.codegen.triton import LAUNCH_DEBUG, TritonKernel
+from inductor.codegen.triton_rules import PERSISTENT_MAX, triton_configs
 from inductor.runtime.triton_interp import interpreting
 from inductor.runtime.triton_workers import WarmJob
 
