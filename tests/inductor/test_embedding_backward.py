@@ -1,5 +1,5 @@
-"""The embedding backward: decomposed (zeros + accumulating index_put) on the CPU, ATen's own
-kernel on other devices, where the accumulating index_put is 15x slower; both against eager."""
+"""The embedding backward stays ATen's own kernel (its decomposition, zeros + an accumulating
+index_put, is 2-4x slower on the CPU and ~17x on a GPU), against eager."""
 
 from __future__ import annotations
 
@@ -11,14 +11,8 @@ from triton_support import DEVICE
 aten = torch.ops.aten
 
 
-def test_the_embedding_backward_is_kept_whole_off_the_cpu() -> None:
-    decomp = decomposition_table()[aten.embedding_dense_backward.default]
-    idx = torch.tensor([[1, 3, 3], [0, 1, 9]])
-    grad = torch.randn(2, 3, 5)
-    out = decomp(grad, idx, 10, -1, False)
-    torch.testing.assert_close(out, aten.embedding_dense_backward(grad, idx, 10, -1, False))
-    meta = decomp(grad.to("meta"), idx.to("meta"), 10, -1, False)
-    assert meta is NotImplemented
+def test_the_embedding_backward_is_kept_whole() -> None:
+    assert aten.embedding_dense_backward.default not in decomposition_table()
 
 
 @needs_compiler
