@@ -320,8 +320,14 @@ def _to_copy(ctx: LoweringContext, x: Any, **kwargs: Any) -> Any:
 
 
 @lowering(aten.to.dtype)
-def _to_dtype(ctx: LoweringContext, x: Any, dtype: Any = None, *args: Any,
-              **kwargs: Any) -> Pointwise:
+def _to_dtype(ctx: LoweringContext, x: Any, dtype: Any = None, non_blocking: bool = False,
+              copy: bool = False, memory_format: Any = None) -> Any:
+    if (dtype == x.dtype and not copy
+            and memory_format in (None, torch.preserve_format)):
+        # NOTE: eager returns `x` itself: the same value, not a copy (cross-entropy's
+        # log-softmax reached nll_loss through one, and the forward wrote the [N, C] values
+        # twice: for the loss, and for the backward, which saved the value before it)
+        return x
     return _identity(ctx, x)
 
 
