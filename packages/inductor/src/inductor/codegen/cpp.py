@@ -39,6 +39,7 @@ from inductor.codegen.cpp_syntax import (
     Writer,
     ctype,
     literal,
+    pointer_ctype,
     reduction_init,
 )
 from inductor.codegen.loop_split import fold_divisor, split_divisor, split_symbols
@@ -434,7 +435,7 @@ class KernelGen:
         params = []
         writes = g.writes()
         for name in self.param_order:
-            t = ctype(self.buffers[name].dtype)
+            t = pointer_ctype(self.buffers[name].dtype)
             const = "" if name in writes else "const "
             params.append(f"{const}{t}* __restrict__ {self.params[name]}")
         w.line("{")
