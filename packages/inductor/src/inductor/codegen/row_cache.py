@@ -82,17 +82,24 @@ class RowCache:
                     inner.inner_ranges[0] > _ROW_CACHE_MAX or inner.inner_ranges[0] < 1):
                 continue
             v = red.args[1]
-            key = keys[v.id]
-            if key in out or not _expensive(n.body.ops, v.id):
-                continue
-            users = [j for j, k in enumerate(all_keys) if j > i and k is not None
-                     and key in k[:_first_reduction(nodes[j])]
-                     and _inner_ranges(nodes[j], self.group.outer) == inner.inner_ranges]
-            if users and v.dtype in (torch.float32, torch.float64) and _varies(key):
-                out[key] = (f"row{len(out)}", inner.inner_ranges[0], v.dtype)
-                self.owner[key] = n.name
-                for j in users:
-                    self.users.setdefault(nodes[j].name, set()).add(key)
+            shared = {keys[a] for a in _ancestors(n.body.ops, v.id)}
+            for c in _ancestors(n.body.ops, v.id):
+                key = keys[c]
+                if key in out or len(out) >= _ROW_ARRAYS_MAX \
+                        or not _expensive(n.body.ops, c):
+                    continue
+                dtype = n.body.ops[c].dtype
+                if dtype not in (torch.float32, torch.float64) or not _varies(key):
+                    continue
+                assert dtype is not None
+                users = [j for j, k in enumerate(all_keys) if j > i and k is not None
+                         and _inner_ranges(nodes[j], self.group.outer) == inner.inner_ranges
+                         and _reads(nodes[j], k, key, shared, whole=c == v.id)]
+                if users:
+                    out[key] = (f"row{len(out)}", inner.inner_ranges[0], dtype)
+                    self.owner[key] = n.name
+                    for j in users:
+                        self.users.setdefault(nodes[j].name, set()).add(key)
         return out
 
     def rows_of(self, n: ComputedBuffer, hoisted: set[int]) -> dict[int, tuple[str, bool]]:
@@ -115,6 +122,7 @@ class RowCache:
 
 
 _ROW_CACHE_MAX = 4096
+_ROW_ARRAYS_MAX = 4  # NOTE: stack arrays per group (at most 4 x 4096 doubles, 128 KB)
 _EXPENSIVE = frozenset({"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh",
                         "erf", "erfc", "sigmoid", "pow", "truediv", "sin", "cos", "tan",
                         "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
@@ -133,6 +141,35 @@ def _expensive(ops_: tuple[LoopOp, ...], ref: int) -> bool:
             return True
         stack += [a.id for a in ops_[i].args if isinstance(a, Ref)]
     return False
+
+
+def _ancestors(ops_: tuple[LoopOp, ...], ref: int) -> list[int]:
+    """Op `ref` and the ops its value is computed from, `ref` first, then by position from
+    the last (the values nearest the reduction's input before those they are made of)."""
+    seen = {ref}
+    stack = [ref]
+    while stack:
+        for a in ops_[stack.pop()].args:
+            if isinstance(a, Ref) and a.id not in seen:
+                seen.add(a.id)
+                stack.append(a.id)
+    return [ref] + sorted(seen - {ref}, reverse=True)
+
+
+def _reads(n: ComputedBuffer, keys: list[object], key: object, shared: set[object], *,
+           whole: bool) -> bool:
+    """Whether node `n` (its op keys `keys`) computes the value `key` before its first
+    reduction; unless `whole` (the reduction's own input), only where an op of `n` that the
+    owner's reduction does not compute reads it (softmax's backward: `exp(x - max) / sum`
+    times the row's sum, beside the cached `grad * exp(x - max) / sum`); a value read only
+    inside other shared values is not kept apart."""
+    first = _first_reduction(n)
+    at = [m for m, k in enumerate(keys[:first]) if k == key]
+    if not at or whole:
+        return bool(at)
+    assert n.body is not None
+    return any(isinstance(a, Ref) and a.id in at and keys[q] not in shared
+               for q, op in enumerate(n.body.ops) for a in op.args)
 
 
 def _varies(key: object) -> bool:
