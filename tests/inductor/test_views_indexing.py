@@ -133,3 +133,14 @@ def test_clamped_loops_split() -> None:
                                [torch.randn(64, 40)])
     source = "\n".join(k.source for k in compiled.kernels)
     assert "x1 = 3; x1 < 43" in source and "x1 = 43; x1 < 48" in source
+
+
+def test_flip_is_a_fused_index_reversal() -> None:
+    # NOTE: cumsum's backward is flip, cumsum, flip: the flips were extern copies.
+    x = torch.randn(3, 4, 5)
+    compiled = run_and_compare(lambda t: (t.flip(0) * 2, t.flip([-1, 1]).sum(1),
+                                          t.transpose(0, 2).flip(1)), [x])
+    assert "flip" not in compiled.output_code()
+    run_and_compare(lambda t: (t.flip(0), t.flip(1)), [torch.arange(12).reshape(3, 4)])
+    run_and_compare(lambda t: t.flip(1), [torch.rand(3, 4) > 0.5])
+    run_and_compare(lambda t: t.flip(0), [torch.randn(0, 3)])

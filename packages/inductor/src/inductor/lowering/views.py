@@ -271,6 +271,21 @@ def _pad(ctx: LoweringContext, x: TensorValue, pad: Sequence[int], value: float 
     return Pointwise(tuple(new), x.dtype, x.device, inner)
 
 
+@lowering(aten.flip.default)
+def _flip(ctx: LoweringContext, x: TensorValue, dims: Sequence[int]) -> Any:
+    """An index reversal along `dims`, fused into its neighbours (cumsum's backward is a
+    flip, a cumsum and a flip: two extern copies before)."""
+    nd = len(x.size)
+    flipped = {normalize_dim(int(d), nd) for d in dims}
+    src = x
+
+    def inner(idx: Sequence[Expr]) -> Ref:
+        return src.load([_last(src.size[d]) - idx[d] if d in flipped else idx[d]
+                         for d in range(nd)])
+
+    return Pointwise(tuple(x.size), x.dtype, x.device, inner)
+
+
 @lowering(aten.split_with_sizes.default, aten.split.Tensor)
 def _split(ctx: LoweringContext, x: TensorValue, sizes: Any, dim: int = 0) -> Any:
     nd = len(x.size)
