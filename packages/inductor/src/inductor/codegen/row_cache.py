@@ -82,8 +82,9 @@ class RowCache:
                     inner.inner_ranges[0] > _ROW_CACHE_MAX or inner.inner_ranges[0] < 1):
                 continue
             v = red.args[1]
-            shared = {keys[a] for a in _ancestors(n.body.ops, v.id)}
-            for c in _ancestors(n.body.ops, v.id):
+            made_of = _ancestors(n.body.ops, v.id)
+            shared = {keys[a] for a in made_of}
+            for c in made_of:
                 key = keys[c]
                 if key in out or len(out) >= _ROW_ARRAYS_MAX \
                         or not _expensive(n.body.ops, c):
