@@ -221,62 +221,59 @@ def call(arg0, arg1, arg2):
 # C++
 extern "C" void kernel0(const float* __restrict__ in_ptr0, const float* __restrict__ in_ptr1, const float* __restrict__ in_ptr2, float* __restrict__ out_ptr0)
 {
-    for (int64_t x0 = 0; x0 < 4; ++x0)
+    for (int64_t x0 = 0; x0 < 32; ++x0)
     {
-        for (int64_t x1 = 0; x1 < 8; ++x1)
+        float loc0;
+        float loc1;
+        // buf0
         {
-            float loc0;
-            float loc1;
-            // buf0
+            float acc = 0.0f;
+            #pragma omp simd reduction(+:acc)
+            for (int64_t p0 = 0; p0 < 64; ++p0)
             {
-                float acc = 0.0f;
-                #pragma omp simd reduction(+:acc)
-                for (int64_t p0 = 0; p0 < 64; ++p0)
-                {
-                    float tmp0 = in_ptr0[(p0 + 512*x0 + 64*x1)];
-                    acc = acc + tmp0;
-                }
-                float tmp1 = acc;
-                float tmp2 = 64.0f;
-                float tmp3 = (tmp1 / tmp2);
-                loc0 = tmp3;
+                float tmp0 = in_ptr0[(p0 + 64*x0)];
+                acc = acc + tmp0;
             }
-            // buf1
+            float tmp1 = acc;
+            float tmp2 = 64.0f;
+            float tmp3 = (tmp1 / tmp2);
+            loc0 = tmp3;
+        }
+        // buf1
+        {
+            float acc = 0.0f;
+            float tmp1 = loc0;
+            #pragma omp simd reduction(+:acc)
+            for (int64_t p0 = 0; p0 < 64; ++p0)
             {
-                float acc = 0.0f;
-                float tmp1 = loc0;
-                #pragma omp simd reduction(+:acc)
-                for (int64_t p0 = 0; p0 < 64; ++p0)
-                {
-                    float tmp0 = in_ptr0[(p0 + 512*x0 + 64*x1)];
-                    float tmp2 = (tmp0 - tmp1);
-                    float tmp3 = (tmp2 * tmp2);
-                    acc = acc + tmp3;
-                }
-                float tmp4 = acc;
-                float tmp5 = 64.0f;
-                float tmp6 = (tmp4 / tmp5);
-                loc1 = tmp6;
+                float tmp0 = in_ptr0[(p0 + 64*x0)];
+                float tmp2 = (tmp0 - tmp1);
+                float tmp3 = (tmp2 * tmp2);
+                acc = acc + tmp3;
             }
-            // buf2
+            float tmp4 = acc;
+            float tmp5 = 64.0f;
+            float tmp6 = (tmp4 / tmp5);
+            loc1 = tmp6;
+        }
+        // buf2
+        {
+            float tmp1 = loc0;
+            float tmp3 = loc1;
+            float tmp4 = 1e-05f;
+            float tmp5 = (tmp3 + tmp4);
+            float tmp6 = (1 / std::sqrt(tmp5));
+            #pragma omp simd
+            for (int64_t p0 = 0; p0 < 64; ++p0)
             {
-                float tmp1 = loc0;
-                float tmp3 = loc1;
-                float tmp4 = 1e-05f;
-                float tmp5 = (tmp3 + tmp4);
-                float tmp6 = (1 / std::sqrt(tmp5));
-                #pragma omp simd
-                for (int64_t p0 = 0; p0 < 64; ++p0)
-                {
-                    float tmp0 = in_ptr0[(p0 + 512*x0 + 64*x1)];
-                    float tmp2 = (tmp0 - tmp1);
-                    float tmp7 = (tmp2 * tmp6);
-                    float tmp8 = in_ptr1[p0];
-                    float tmp9 = (tmp7 * tmp8);
-                    float tmp10 = in_ptr2[p0];
-                    float tmp11 = (tmp9 + tmp10);
-                    out_ptr0[(p0 + 512*x0 + 64*x1)] = tmp11;
-                }
+                float tmp0 = in_ptr0[(p0 + 64*x0)];
+                float tmp2 = (tmp0 - tmp1);
+                float tmp7 = (tmp2 * tmp6);
+                float tmp8 = in_ptr1[p0];
+                float tmp9 = (tmp7 * tmp8);
+                float tmp10 = in_ptr2[p0];
+                float tmp11 = (tmp9 + tmp10);
+                out_ptr0[(p0 + 64*x0)] = tmp11;
             }
         }
     }

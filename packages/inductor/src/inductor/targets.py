@@ -31,6 +31,7 @@ from inductor.runtime.cpp_build import load_kernels
 from inductor.runtime.kernel_checks import triton_check
 from inductor.runtime.triton_workers import compile_in_workers, prestart
 from inductor.scheduler.fusion import FusedGroup, is_row_epilogue
+from inductor.scheduler.loop_merge import merged_loops
 
 Kernel = CppKernel | TritonKernel
 
@@ -73,7 +74,7 @@ class CppTarget:
 
     def generate(self, group: FusedGroup, buffers: dict[str, Buffer]) -> Kernel:
         """The group's `extern "C"` function (`codegen/cpp.py`)."""
-        return generate_kernel(group, buffers, threads=config.options.threads,
+        return generate_kernel(merged_loops(group), buffers, threads=config.options.threads,
                                parallel_threshold=config.options.parallel_threshold,
                                simd=config.options.simd)
 
