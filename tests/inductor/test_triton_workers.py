@@ -142,6 +142,70 @@ def test_what_workers_compile_is_what_the_jit_finds_in_the_cache(
     assert hits == [True] * len(requests)
 
 
+class _Recorder:
+    """A kernel's `fn[grid](*args, **kwargs)` that records the launch instead."""
+
+    def __init__(self, name: str, seen: list[tuple[str, Any, Any]]) -> None:
+        self.name, self.seen = name, seen
+
+    def __getitem__(self, grid: tuple[int, ...]) -> Any:
+        def launch(*args: Any, **kwargs: Any) -> None:
+            self.seen.append((self.name, tuple(grid), tuple(sorted(kwargs.items()))))
+
+        return launch
+
+
+def test_split_reductions_are_warmed_as_they_are_launched(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A split reduction's partial kernel (every configuration) and its final kernel are
+    compile jobs whose launches are exactly the ones `_run_split` makes."""
+    pytest.importorskip("triton")
+    from triton.runtime.driver import driver
+
+    inputs = [torch.randn(65536, 8)]
+    with config.patch(cpu_backend="triton"):
+        p = plan(trace_aten(lambda x: (x.sum(0),), inputs), inputs)
+    kernels = [TritonTarget(interpret=False).generate(g, p.ctx.buffers)
+               for g in p.steps if isinstance(g, FusedGroup)]
+    (kernel,) = [k for k in kernels if isinstance(k, TritonKernel) and k.split > 1]
+    stop_workers()
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
+    monkeypatch.setattr(driver, "_active", _NoGpuDriver())
+    clear_launchers()
+    try:
+        with config.patch(triton_compile_workers=2, cache_dir=str(tmp_path)):
+            (launcher,) = load_triton_kernels([kernel]).values()
+            jobs = launcher.warm_jobs()
+            assert [j.name for j in jobs] == [kernel.name, f"{kernel.name}_final"]
+            assert len(jobs[0].launches) == len(kernel.configs) > 1
+            assert compile_in_workers(jobs, interpret=False)
+    finally:
+        stop_workers()
+        clear_launchers()
+    seen: list[tuple[str, Any, Any]] = []
+    launcher.fn, launcher.final = _Recorder("fn", seen), _Recorder("final", seen)
+    args = [torch.empty(64) for _ in kernel.arg_types]
+    for cfg in kernel.configs:
+        launcher._run_split(cfg, args)
+    want = {(name, grid, tuple(sorted(kw)))
+            for name, job in zip(("fn", "final"), jobs) for grid, kw in job.launches}
+    assert set(seen) == want
+    # NOTE: what the workers compiled is in the cache under the keys the JIT looks up
+    hits: list[bool] = []
+    monkeypatch.setattr(triton_workers, "_pool", lambda n: pytest.fail("workers started"))
+    import triton
+    from triton.compiler.compiler import ASTSource
+
+    monkeypatch.setattr(triton.knobs.compilation, "listener",
+                        lambda **kw: hits.append(bool(kw.get("cache_hit"))))
+    for path, name, signature, constants, attrs, options, gpu_target in [
+            r for job in jobs for r in compile_requests(job, {})]:
+        fn = triton_workers._load(path, name, {})
+        triton.compile(ASTSource(fn, signature, constants, attrs), target=gpu_target,
+                       options=options)
+    assert hits == [True] * (len(kernel.configs) + 1)
+
+
 def test_arg_types_come_from_the_buffers() -> None:
     def f(x: torch.Tensor, y: torch.Tensor) -> Any:
         return (x * 2).half(), y.sum(-1).to(torch.bfloat16)
@@ -176,7 +240,7 @@ def test_gpu_kernels_are_compiled_in_workers(tmp_path: Any, monkeypatch: pytest.
         stop_workers()
     kernels = [k for k in compiled.kernels if isinstance(k, TritonKernel)]
     warmed = {p.stem for p in (tmp_path / "triton").glob("*.warm")}
-    assert warmed == {k.name for k in kernels if k.split == 1 and not k.sizes}, caplog.text
+    assert warmed == {k.name for k in kernels if not k.sizes}, caplog.text
     compiles: list[tuple[str, bool]] = []
     monkeypatch.setattr(triton.knobs.compilation, "listener", lambda **kw: compiles.append(
         (getattr(kw["src"], "name", "?"), bool(kw.get("cache_hit")))))

@@ -215,7 +215,7 @@ class Launcher:
         configuration it may run (none for the interpreter, split reductions, kernels
         taking their sizes, or once compiled)."""
         k = self.kernel
-        if (k.interpret or k.split > 1 or k.sizes or not k.arg_types or self.warmed
+        if (k.interpret or k.sizes or not k.arg_types or self.warmed
                 or self.fast.compiled is not None
                 or self.best_path.with_suffix(".warm").exists()):
             return []
@@ -224,10 +224,31 @@ class Launcher:
         if k.inplace or not config.options.triton_autotune:
             configs = configs[:1]
         debug = LAUNCH_DEBUG if k.debug else ()
+        path = str(self.best_path.with_suffix(".py"))
+        if k.split > 1:
+            # NOTE: a split reduction's partial kernel in each configuration and its final
+            # kernel (one configuration), both taking the workspaces after the arguments;
+            # compiled at the first call instead, they cost ResNet-50's training 40 serial
+            # compiles in the main process.
+            args = (*k.arg_types, *k.workspaces)
+            fxb, frb, fgrid, fwarps = self._final_config()
+            final = (fgrid, (("XBLOCK", fxb), ("RBLOCK", frb), ("num_warps", fwarps), *debug))
+            return [WarmJob(path, k.name, args, tuple(
+                        ((k.split, _cdiv(k.xnumel, cfg[0])),
+                         (("XBLOCK", cfg[0]), ("RBLOCK", cfg[1]), ("num_warps", cfg[2]),
+                          *debug)) for cfg in configs)),
+                    WarmJob(path, f"{k.name}_final", args, (final,))]
         launches = tuple((self._grid(cfg), (("XBLOCK", cfg[0]), ("RBLOCK", cfg[1]),
                                             ("num_warps", cfg[2]), *debug)) for cfg in configs)
-        path = self.best_path.with_suffix(".py")
-        return [WarmJob(str(path), k.name, k.arg_types, launches)]
+        return [WarmJob(path, k.name, k.arg_types, launches)]
+
+    def _final_config(self) -> tuple[int, int, tuple[int, ...], int]:
+        """A split reduction's final kernel: XBLOCK, RBLOCK, grid, warps (over `split`
+        partials of each row)."""
+        k = self.kernel
+        frb = 1 << max(0, (k.split - 1).bit_length())
+        fxb = max(1, min(1 << max(0, (k.xnumel - 1).bit_length()), 2048 // frb))
+        return fxb, frb, (_cdiv(k.xnumel, fxb),), 4 if fxb * frb <= 1024 else 8
 
     def _grid(self, cfg: tuple[int, int, int],
               numels: tuple[int, int] | None = None) -> tuple[int, ...]:
@@ -296,9 +317,7 @@ class Launcher:
         full = [*args, *ws]
         xb, rb, warps = cfg
         grid = (k.split, _cdiv(k.xnumel, xb))
-        frb = 1 << max(0, (k.split - 1).bit_length())
-        fxb = max(1, min(1 << max(0, (k.xnumel - 1).bit_length()), 2048 // frb))
-        fgrid = (_cdiv(k.xnumel, fxb),)
+        fxb, frb, fgrid, fwarps = self._final_config()
         debug = dict(LAUNCH_DEBUG) if k.debug else {}
         if not (keep and self.fast.call(full)):
             if k.interpret:
@@ -311,8 +330,8 @@ class Launcher:
             if k.interpret:
                 self.final[fgrid](*full, XBLOCK=fxb, RBLOCK=frb)
             else:
-                c = self.final[fgrid](*full, XBLOCK=fxb, RBLOCK=frb,
-                                      num_warps=4 if fxb * frb <= 1024 else 8, **debug)
+                c = self.final[fgrid](*full, XBLOCK=fxb, RBLOCK=frb, num_warps=fwarps,
+                                      **debug)
                 if keep:
                     self.fast_final.keep(c, fgrid, full, (fxb, frb))
 
