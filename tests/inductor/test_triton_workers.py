@@ -7,6 +7,7 @@ the workers compile is exactly what the JIT looks up in Triton's cache afterward
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from inductor.runtime.triton_workers import (
     WarmJob,
     compile_in_workers,
     compile_requests,
+    start_in_workers,
     stop_workers,
 )
 from inductor.scheduler.fusion import FusedGroup
@@ -142,6 +144,52 @@ def test_what_workers_compile_is_what_the_jit_finds_in_the_cache(
     assert hits == [True] * len(requests)
 
 
+def _split_kernel() -> TritonKernel:
+    inputs = [torch.randn(65536, 8)]
+    with config.patch(cpu_backend="triton"):
+        p = plan(trace_aten(lambda x: (x.sum(0),), inputs), inputs)
+    kernels = [TritonTarget(interpret=False).generate(g, p.ctx.buffers)
+               for g in p.steps if isinstance(g, FusedGroup)]
+    (kernel,) = [k for k in kernels if isinstance(k, TritonKernel) and k.split > 1]
+    return kernel
+
+
+def test_a_batch_is_compiled_behind_the_callers_back_and_dying_workers_end_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`start_in_workers` returns at once; the batch is waited for later (a launcher's first
+    launch); workers that die mid-batch end it with errors instead of leaving it waiting."""
+    pytest.importorskip("triton")
+    from triton.runtime.driver import driver
+
+    kernel = _split_kernel()
+    stop_workers()
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
+    monkeypatch.setattr(driver, "_active", _NoGpuDriver())
+    clear_launchers()
+    try:
+        with config.patch(triton_compile_workers=2, cache_dir=str(tmp_path)):
+            (launcher,) = load_triton_kernels([kernel]).values()
+            jobs = launcher.warm_jobs()
+            batch = start_in_workers(jobs, interpret=False)
+            assert batch is not None
+            assert not Path(jobs[0].path).with_suffix(".warm").exists()  # NOTE: still queued
+            batch.wait()
+            assert batch.errors == {}
+            assert Path(jobs[0].path).with_suffix(".warm").exists()
+            # NOTE: the same jobs again, and every worker killed as they are queued
+            again = start_in_workers(jobs, interpret=False)
+            assert again is not None
+            for w in triton_workers._workers:
+                w.proc.kill()
+            finished = threading.Thread(target=again.wait, daemon=True)
+            finished.start()
+            finished.join(timeout=60)
+            assert not finished.is_alive()
+    finally:
+        stop_workers()
+        clear_launchers()
+
+
 class _Recorder:
     """A kernel's `fn[grid](*args, **kwargs)` that records the launch instead."""
 
@@ -162,12 +210,7 @@ def test_split_reductions_are_warmed_as_they_are_launched(
     pytest.importorskip("triton")
     from triton.runtime.driver import driver
 
-    inputs = [torch.randn(65536, 8)]
-    with config.patch(cpu_backend="triton"):
-        p = plan(trace_aten(lambda x: (x.sum(0),), inputs), inputs)
-    kernels = [TritonTarget(interpret=False).generate(g, p.ctx.buffers)
-               for g in p.steps if isinstance(g, FusedGroup)]
-    (kernel,) = [k for k in kernels if isinstance(k, TritonKernel) and k.split > 1]
+    kernel = _split_kernel()
     stop_workers()
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
     monkeypatch.setattr(driver, "_active", _NoGpuDriver())

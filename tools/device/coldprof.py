@@ -46,7 +46,8 @@ PHASES = [
     ("    plan_memory", "scheduler/memory.py", "plan_memory"),
     ("    wrapper codegen", "codegen/wrapper.py", "generate"),
     ("  load_planned", "inductor/pipeline.py", "load_planned"),
-    ("triton workers (wall)", "runtime/triton_workers.py", "compile_in_workers"),
+    ("triton workers (queueing)", "runtime/triton_workers.py", "start_in_workers"),
+    ("waits for the workers", "runtime/triton_workers.py", "wait"),
     ("triton JIT compile", "triton/compiler/compiler.py", "compile"),
     ("autotune (_tune)", "runtime/triton_launch.py", "_tune"),
     ("mm template launcher", "runtime/triton_mm_launch.py", None),
@@ -81,19 +82,25 @@ class _Counts:
         except ImportError:
             return
         triton.knobs.compilation.listener = self._listen
-        inner = triton_workers.compile_in_workers
+        inner = triton_workers.start_in_workers
+        close = triton_workers.Batch._close
 
-        def timed(*args: object, **kwargs: object) -> bool:
-            t0 = time.perf_counter()
-            try:
-                return inner(*args, **kwargs)  # type: ignore[arg-type]
-            finally:
+        def started(*args: object, **kwargs: object) -> object:
+            batch = inner(*args, **kwargs)  # type: ignore[arg-type]
+            if batch is not None:
+                batch.started = time.perf_counter()  # type: ignore[attr-defined]
+            return batch
+
+        def closed(batch: object) -> None:
+            close(batch)  # type: ignore[arg-type]
+            t0 = getattr(batch, "started", None)
+            if t0 is not None:
                 self.workers_s += time.perf_counter() - t0
 
-        triton_workers.compile_in_workers = timed  # type: ignore[assignment]
+        triton_workers.Batch._close = closed  # type: ignore[method-assign]
         import inductor.targets
 
-        inductor.targets.compile_in_workers = timed  # type: ignore[assignment]
+        inductor.targets.start_in_workers = started  # type: ignore[assignment]
 
     def _listen(self, **kw: object) -> None:
         self.compiles += 1
@@ -101,7 +108,7 @@ class _Counts:
 
     def take(self) -> str:
         text = (f"main-process Triton compiles {self.compiles - self.hits} (+{self.hits} cache "
-                f"hits), in compile workers {self.workers_s:.2f} s")
+                f"hits), batches in compile workers (start to end) {self.workers_s:.2f} s")
         self.compiles = self.hits = 0
         self.workers_s = 0.0
         return text

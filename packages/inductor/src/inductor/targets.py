@@ -29,7 +29,7 @@ from inductor.ir.checks import ERR_PARAM
 from inductor.ir.nodes import Buffer, ComputedBuffer
 from inductor.runtime.cpp_build import load_kernels
 from inductor.runtime.kernel_checks import triton_check
-from inductor.runtime.triton_workers import compile_in_workers, prestart
+from inductor.runtime.triton_workers import prestart, start_in_workers
 from inductor.scheduler.fusion import FusedGroup, is_row_epilogue
 from inductor.scheduler.loop_merge import merged_loops
 
@@ -135,8 +135,13 @@ class TritonTarget:
         # NOTE: the wrapper's check after a checking kernel (deferred while a CUDA graph
         # is recorded: runtime/kernel_checks.py)
         launchers = {**load_triton_kernels(tk), **load_matmul_kernels(mm)}
-        jobs = [job for launcher in launchers.values() for job in launcher.warm_jobs()]
-        compile_in_workers(jobs, self.interpret)
+        warming = [(launcher, launcher.warm_jobs()) for launcher in launchers.values()]
+        batch = start_in_workers([job for _, jobs in warming for job in jobs], self.interpret)
+        if batch is not None:
+            # NOTE: each launcher waits for the batch at its first launch, not here
+            for launcher, jobs in warming:
+                if jobs:
+                    launcher.pending = batch
         return {**launchers, "triton_check": triton_check}
 
     def launch(self, kernel: Kernel, checks: str) -> list[str]:

@@ -36,7 +36,7 @@ from inductor import config
 from inductor.codegen.triton import LAUNCH_DEBUG, TritonKernel
 from inductor.codegen.triton_rules import PERSISTENT_MAX, triton_configs
 from inductor.runtime.triton_interp import interpreting
-from inductor.runtime.triton_workers import WarmJob
+from inductor.runtime.triton_workers import Batch, WarmJob
 
 log = logging.getLogger("inductor")
 _DATA_PTR = torch.Tensor.data_ptr
@@ -205,6 +205,9 @@ class Launcher:
         self._numels: Any = None
         self._by_bucket: dict[tuple[int, int], tuple[int, int, int]] = {}
         self.warmed = False
+        #: the workers' batch compiling this kernel (`start_in_workers`): waited for at the
+        #: first launch, so that the JIT finds the binaries in the cache
+        self.pending: Batch | None = None
         if kernel.sizes:
             # NOTE: `(xnumel, rnumel)` of a call from its size arguments (source we generated)
             self._numels = eval(
@@ -295,6 +298,9 @@ class Launcher:
             return
         if self.fast.call(args):
             return
+        if self.pending is not None:
+            self.pending.wait()
+            self.pending = None
         if self.config is None:
             self.config = self._tune(args)
         compiled = self._run(self.config, args)
@@ -302,6 +308,9 @@ class Launcher:
             self.fast.keep(compiled, self._grid(self.config), args, self.config[:2])
 
     def _split(self, args: Sequence[Any]) -> None:
+        if self.pending is not None:
+            self.pending.wait()
+            self.pending = None
         if self.config is None:
             self.config = self._tune(args)
         self._run_split(self.config, args, keep=True)

@@ -33,7 +33,7 @@ from inductor.runtime.triton_launch import (
     overlapping,
     write_best,
 )
-from inductor.runtime.triton_workers import WarmJob
+from inductor.runtime.triton_workers import Batch, WarmJob
 
 log = logging.getLogger("inductor")
 
@@ -71,6 +71,8 @@ class MatmulLauncher:
         self.fast = FastPath()
         self.choice: Choice | None = None
         self.warmed = False
+        #: as `Launcher.pending` (the epilogue's jobs are in this launcher's batch)
+        self.pending: Batch | None = None
         if self.plan.choice == ATEN:
             self.choice = ATEN
         elif best_path.exists():
@@ -112,6 +114,9 @@ class MatmulLauncher:
             self._call(args)
 
     def _call(self, args: Sequence[Any]) -> None:
+        if self.pending is not None:
+            self.pending.wait()
+            self.pending = None
         if self.choice is None:
             self.choice = self._choose(args)
         if self.choice == ATEN:

@@ -18,6 +18,12 @@ would), never open a CUDA context, and are kept for the life of the process, so 
 (the backward, other graphs) find them started. They start with the first GPU kernel a graph
 generates (`prestart`), overlapping their start with the rest of the compile.
 
+A graph's batch of compiles does not hold up the rest of the compile: `start_in_workers`
+queues it and returns; each launcher waits for its batch at its first launch, so the
+forward's kernels compile while the backward is planned, and the backward's while the
+forward runs (a cold training call otherwise waited for each graph's slowest kernel in
+turn). One driver thread per worker takes requests from one shared queue.
+
 A kernel warmed once has a `<name>.warm` marker beside its module: later processes (warm
 starts) do not compile it again. Only a GPU compiles anything: the interpreter's kernels,
 and options with fewer than two `triton_compile_workers`, take the serial path (each kernel
@@ -67,6 +73,8 @@ class _Worker:
             [sys.executable, "-u", str(_WORKER)], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             env=config.compile_worker_environment())
+        self.driver: threading.Thread | None = None
+        self.dead = False  # NOTE: set by its driver at once (a killed process polls alive a while)
 
     def ask(self, request: tuple[Any, ...]) -> str | None:
         """Send one compile request and wait for its answer."""
@@ -78,7 +86,7 @@ class _Worker:
         return reply
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return not self.dead and self.proc.poll() is None
 
     def stop(self) -> None:
         if self.proc.stdin is not None:
@@ -100,7 +108,10 @@ def _pool(size: int) -> list[_Worker]:
         while len(_workers) < size:
             if not _workers:
                 atexit.register(stop_workers)
-            _workers.append(_Worker())
+            worker = _Worker()
+            _workers.append(worker)
+            worker.driver = threading.Thread(target=_drive, args=(worker,), daemon=True)
+            worker.driver.start()
         return _workers[:size]
 
 
@@ -119,9 +130,16 @@ def prestart() -> None:
 def stop_workers() -> None:
     """Stop the kept workers (at exit; tests)."""
     with _lock:
-        for w in _workers:
-            w.stop()
+        workers = list(_workers)
         _workers.clear()
+    for _ in workers:
+        _queue.put(None)  # NOTE: a driver ends at one of these or when its worker is gone
+    for w in workers:
+        w.stop()
+    for w in workers:
+        if w.driver is not None:
+            w.driver.join(timeout=10)
+    _drain("the workers were stopped")
 
 
 def _load(path: str, name: str, modules: dict[str, Any]) -> Any:
@@ -156,62 +174,122 @@ def compile_requests(job: WarmJob, modules: dict[str, Any]) -> list[tuple[Any, .
 _NOT_COMPILED = object()  # NOTE: what the throwaway kernel's JIT keeps instead of a binary
 
 
+class Batch:
+    """One graph's compile jobs in the workers; `wait()` returns once every request is
+    answered (markers written, failures logged)."""
+
+    def __init__(self, jobs: Sequence[WarmJob]) -> None:
+        self.jobs = list(jobs)
+        self.errors: dict[int, str] = {}
+        self._left = 0
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+
+    def wait(self) -> None:
+        """Block until the batch is compiled (or its failures are known)."""
+        self._done.wait()
+
+    def add(self, count: int) -> None:
+        with self._lock:
+            self._left += count
+
+    def finish(self, index: int, error: str | None) -> None:
+        """One request answered (`error`: why it failed, else None)."""
+        with self._lock:
+            if error is not None:
+                self.errors.setdefault(index, error)
+            self._left -= 1
+            if self._left > 0:
+                return
+        self._close()
+
+    def _close(self) -> None:
+        for i, job in enumerate(self.jobs):
+            if i in self.errors:
+                log.info("triton kernel %s not compiled in a worker (%s); compiled at its "
+                         "first call", job.name, self.errors[i])
+            else:
+                Path(job.path).with_suffix(".warm").touch()
+        self._done.set()
+
+
 def compile_in_workers(jobs: Sequence[WarmJob], interpret: bool) -> bool:
-    """Compile `jobs` in the worker processes; False when this takes the serial path (the
+    """Compile `jobs` in the worker processes and wait; False when this takes the serial
+    path (see `start_in_workers`)."""
+    batch = start_in_workers(jobs, interpret)
+    if batch is None:
+        return False
+    batch.wait()
+    return True
+
+
+def start_in_workers(jobs: Sequence[WarmJob], interpret: bool) -> Batch | None:
+    """Queue `jobs` for the worker processes; None when this takes the serial path (the
     interpreter, fewer than two workers, fewer than `MIN_COMPILES` kernel configurations,
     or the workers did not start: each kernel is then compiled at its first call)."""
     size = config.options.triton_compile_workers
     compiles = sum(len(job.launches) for job in jobs)
     if interpret or size < 2 or compiles < MIN_COMPILES:
-        return False
+        return None
     try:
-        workers = _pool(size)
+        _pool(size)
     except OSError as e:
         log.info("triton compile workers did not start (%s); compiling serially", e)
-        return False
-    todo: queue.SimpleQueue[tuple[int, tuple[Any, ...]]] = queue.SimpleQueue()
-    errors: dict[int, str] = {}
+        return None
+    batch = Batch(jobs)
+    requests: list[tuple[int, tuple[Any, ...]]] = []
     modules: dict[str, Any] = {}
-    launchers: set[str] = set()  # NOTE: one C launcher build per argument signature
     for i, job in enumerate(jobs):
         try:
             for request in compile_requests(job, modules):
                 signature = repr((request[2], sorted(request[3].items())))
-                todo.put((i, (*request, signature not in launchers)))
-                launchers.add(signature)
+                requests.append((i, (*request, signature not in _launchers)))
+                _launchers.add(signature)
         except Exception as e:  # noqa: BLE001 - the JIT compiles it at its first call
-            errors[i] = f"{type(e).__name__}: {e}"
-    threads = [threading.Thread(target=_drive, args=(w, todo, errors), daemon=True)
-               for w in workers]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    while not todo.empty():  # NOTE: every worker died before the queue emptied
-        errors[todo.get_nowait()[0]] = "no worker left"
-    for i, job in enumerate(jobs):
-        if i in errors:
-            log.info("triton kernel %s not compiled in a worker (%s); compiled at its "
-                     "first call", job.name, errors[i])
-        else:
-            Path(job.path).with_suffix(".warm").touch()
-    return True
+            batch.errors[i] = f"{type(e).__name__}: {e}"
+    batch.add(len(requests) + 1)
+    for i, request in requests:
+        _queue.put((batch, i, request))
+    batch.finish(-1, None)  # NOTE: the count's extra one: a batch of no request closes here
+    with _lock:
+        if not any(w.alive() for w in _workers):
+            _drain("no worker left")
+    return batch
 
 
-def _drive(worker: _Worker, todo: queue.SimpleQueue[tuple[int, tuple[Any, ...]]],
-           errors: dict[int, str]) -> None:
-    """Feed one worker requests until none are left (a worker that dies stops taking them;
-    the others finish the queue)."""
+# NOTE: the C launcher of a signature is built by the first request that has it, once per
+# process (workers share Triton's cache)
+_launchers: set[str] = set()
+_queue: queue.SimpleQueue[tuple[Batch, int, tuple[Any, ...]] | None] = queue.SimpleQueue()
+
+
+def _drain(why: str) -> None:
+    """Fail every queued request (no worker is left to take it)."""
     while True:
         try:
-            i, request = todo.get_nowait()
+            item = _queue.get_nowait()
         except queue.Empty:
             return
+        if item is not None:
+            item[0].finish(item[1], why)
+
+
+def _drive(worker: _Worker) -> None:
+    """Feed one worker requests from the shared queue until it stops or dies (the others
+    take the rest; the last one to die fails what is left)."""
+    while True:
+        item = _queue.get()
+        if item is None:
+            return
+        batch, i, request = item
         try:
             error = worker.ask(request)
         except (OSError, EOFError, pickle.PickleError) as e:
-            errors[i] = f"worker died: {type(e).__name__}: {e}"
+            batch.finish(i, f"worker died: {type(e).__name__}: {e}")
             worker.proc.kill()
+            with _lock:
+                worker.dead = True
+                if not any(w.alive() for w in _workers):
+                    _drain("no worker left")
             return
-        if error is not None:
-            errors[i] = error
+        batch.finish(i, error)
