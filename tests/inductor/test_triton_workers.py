@@ -275,20 +275,22 @@ def test_gpu_kernels_are_compiled_in_workers(tmp_path: Any, monkeypatch: pytest.
     inputs = [torch.randn(24, 40, device="cuda"), torch.randn(40, 33, device="cuda"),
               torch.randn(33, device="cuda")]
     gm = trace_aten(_model, inputs)
+    compiles: list[tuple[str, bool]] = []
     try:
         with config.patch(triton_compile_workers=2, cache_dir=str(tmp_path), max_autotune=True,
                           mm_template="always"):
             compiled = compile_aten(gm, inputs)
+            monkeypatch.setattr(triton.knobs.compilation, "listener", lambda **kw: compiles.append(
+                (getattr(kw["src"], "name", "?"), bool(kw.get("cache_hit")))))
+            # NOTE: the batch compiles behind compile_aten's back; each kernel's first launch
+            # waits for it
+            got = compiled(*inputs)
+            torch.cuda.synchronize()
     finally:
         stop_workers()
     kernels = [k for k in compiled.kernels if isinstance(k, TritonKernel)]
     warmed = {p.stem for p in (tmp_path / "triton").glob("*.warm")}
     assert warmed == {k.name for k in kernels if not k.sizes}, caplog.text
-    compiles: list[tuple[str, bool]] = []
-    monkeypatch.setattr(triton.knobs.compilation, "listener", lambda **kw: compiles.append(
-        (getattr(kw["src"], "name", "?"), bool(kw.get("cache_hit")))))
-    got = compiled(*inputs)
-    torch.cuda.synchronize()
     want = _model(*inputs)
     for g, w in zip(got[:2], want[:2], strict=True):
         torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
