@@ -39,6 +39,35 @@ def _times(fn: Callable[[], Any], iters: int = 200) -> str:
             f"synchronized {synced * 1e3:.3f} ms")
 
 
+def _syncs(step: Callable[[], Any]) -> None:
+    """Where a step synchronizes with the GPU (CUDA's sync debug mode raising there)."""
+    import traceback
+
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            step()
+        print("sync debug: no synchronizing call in 3 steps")
+    except RuntimeError:
+        print("sync debug: a step synchronizes here:\n" + traceback.format_exc(limit=30))
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+def _host_profile(step: Callable[[], Any]) -> None:
+    """cProfile of 100 synchronized steps: where the host time of a step goes."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(100):
+        step()
+        torch.cuda.synchronize()
+    prof.disable()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(22)
+
+
 def main(argv: list[str]) -> int:
     args = model_parser().parse_args(argv)
     model, params, inputs, train = gpu_model(args.model, args.mode, args.dtype)
@@ -64,6 +93,8 @@ def main(argv: list[str]) -> int:
         cls.__call__ = fn  # type: ignore[method-assign]
     print(f"== {args.model} {args.mode} {args.dtype}")
     print(f"step (ours):            {_times(step)}")
+    _syncs(step)
+    _host_profile(step)
     for cls in layers:
         if cls in seen:
             obj, a = seen[cls]
