@@ -12,5 +12,6 @@ def load_rules() -> None:
         pooling,
         random,
         reductions,
+        scatter_zeros,
         views,
     )
