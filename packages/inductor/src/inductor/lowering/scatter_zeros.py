@@ -18,9 +18,9 @@ from typing import Any
 
 import torch
 
-from inductor.lowering.node_meta import example_value
 from inductor.lowering.context import LoweringContext
 from inductor.lowering.extern import fallback
+from inductor.lowering.node_meta import example_value
 from inductor.lowering.registry import lowering
 
 aten = torch.ops.aten
@@ -44,6 +44,10 @@ def scatter_into_zeros(method: str, size: list[int], stride: list[int], dtype: t
     return out
 
 
+def _is_zero(value: object) -> bool:
+    return type(value) in (int, float) and value == 0
+
+
 def _is_fresh_zeros(node: torch.fx.Node, user: torch.fx.Node) -> bool:
     """Whether `node` makes a tensor of zeros that only `user` reads, laid out as `user`'s
     result (the functional op's output is a copy of its first argument)."""
@@ -59,9 +63,9 @@ def _is_fresh_zeros(node: torch.fx.Node, user: torch.fx.Node) -> bool:
     if target in (aten.zeros.default, aten.zeros_like.default, aten.new_zeros.default):
         zeros = True
     elif target is aten.full.default:
-        zeros = len(args) > 1 and args[1] == 0
+        zeros = len(args) > 1 and _is_zero(args[1])
     elif target in (aten.full_like.default, aten.new_full.default):
-        zeros = len(args) > 1 and args[-1] == 0 and not isinstance(args[-1], bool)
+        zeros = len(args) > 1 and _is_zero(args[-1])
     else:
         zeros = False
     if not zeros:
@@ -81,6 +85,9 @@ def _scatter(ctx: LoweringContext, *args: Any, **kwargs: Any) -> Any:
     if not isinstance(first, torch.fx.Node) or not _is_fresh_zeros(first, node):
         return NotImplemented
     out = example_value(node)
-    op = functools.partial(scatter_into_zeros, _IN_PLACE[node.target])
+    method = _IN_PLACE.get(node.target)  # type: ignore[call-overload]  # NOTE: an fx target
+    if method is None:
+        return NotImplemented
+    op = functools.partial(scatter_into_zeros, method)
     return fallback(ctx, op, (list(out.shape), list(out.stride()), out.dtype, out.device,
                               *args[1:]), kwargs)
