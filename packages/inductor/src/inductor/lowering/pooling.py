@@ -1,5 +1,7 @@
-"""Lowering of max pooling (`max_pool2d_with_indices`) to the loop IR: each output element
-scans its window as eager's kernels do, so values and indices are eager's exactly.
+"""Lowering of max and average pooling (`max_pool2d_with_indices`, `avg_pool2d` and their
+backwards) to the loop IR: each output element scans its window as eager's kernels do, so
+values and indices are eager's exactly (average pooling: the window's sum in eager's order,
+divided by eager's count, `_window`).
 
 The window is unrolled (at most `MAX_WINDOW` elements): positions in row-major order
 (`kh` outer, `kw` inner), positions outside the input skipped (padding, `ceil_mode`), an
@@ -23,6 +25,7 @@ element and position (NCHW: 79 ms against 12.6), and NCHW stays ATen's.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -154,6 +157,132 @@ def _max_pool2d_backward(ctx: LoweringContext, grad: TensorValue, x: TensorValue
         return ops.to_dtype(total, grad.dtype)
 
     return Pointwise(sym_sizes(meta.shape), grad.dtype, grad.device, body)
+
+
+def _window(i: Ref, stride: int, pad: int, kernel: int, size: int,
+            include_pad: bool) -> tuple[Ref, Ref]:
+    """The first and one-past-last input positions of output position `i`'s window along
+    one dimension, and the count it divides by, as ATen's CPU kernel computes them: the
+    window clipped to the padded input for `count_include_pad`, to the input otherwise."""
+    c = functools.partial(ops.constant, dtype=torch.int64)
+    start = ops.sub(ops.mul(i, c(stride)), c(pad))
+    end = ops.minimum(ops.add(start, c(kernel)), c(size + pad))
+    if include_pad:
+        return start, ops.sub(end, start)
+    lo = ops.maximum(start, c(0))
+    return lo, ops.sub(ops.minimum(end, c(size)), lo)
+
+
+def _avg_args(kernel_size: Any, stride: Any, padding: Any
+              ) -> tuple[int, int, int, int, int, int]:
+    kh, kw = _pair(kernel_size, ())
+    sh, sw = _pair(stride, (kh, kw))
+    ph, pw = _pair(padding, ())
+    return kh, kw, sh, sw, ph, pw
+
+
+@lowering(aten.avg_pool2d.default)
+def _avg_pool2d(ctx: LoweringContext, x: TensorValue, kernel_size: Any, stride: Any = (),
+                padding: Any = 0, ceil_mode: bool = False, count_include_pad: bool = True,
+                divisor_override: int | None = None) -> Any:
+    """Each output element: the sum of its window's elements in row-major order (as eager
+    adds them, in the compute dtype), divided by the window's count (`_window`) or
+    `divisor_override`; positions outside the input add nothing."""
+    if len(x.size) not in (3, 4) or not all(is_static(s) for s in x.size):
+        return NotImplemented
+    kh, kw, sh, sw, ph, pw = _avg_args(kernel_size, stride, padding)
+    if kh * kw > MAX_WINDOW or x.dtype not in _FLOATS or divisor_override == 0:
+        return NotImplemented  # NOTE: a zero divisor: ATen raises eager's error
+    height, width = int(x.size[-2]), int(x.size[-1])
+    if height == 0 or width == 0:
+        return NotImplemented
+    lead = len(x.size) - 2
+    acc = compute_dtype(x.dtype)
+
+    def body(idx: Sequence[Expr]) -> Ref:
+        oh, ow = idx[lead], idx[lead + 1]
+        total = ops.constant(0.0, acc)
+        for a in range(kh):
+            for b in range(kw):
+                h = oh * sh - ph + a
+                w = ow * sw - pw + b
+                v = x.load([*idx[:lead], Clamp(h, 0, height - 1), Clamp(w, 0, width - 1)])
+                valid = ops.logical_and(
+                    _inside(ops.index_expr(h, torch.int64), height),
+                    _inside(ops.index_expr(w, torch.int64), width))
+                total = ops.where(valid, ops.add(total, ops.to_dtype(v, acc)), total)
+        if divisor_override is not None:
+            count: Ref = ops.constant(int(divisor_override), torch.int64)
+        else:
+            _, count_h = _window(ops.index_expr(oh, torch.int64), sh, ph, kh, height,
+                                 count_include_pad)
+            _, count_w = _window(ops.index_expr(ow, torch.int64), sw, pw, kw, width,
+                                 count_include_pad)
+            count = ops.mul(count_h, count_w)
+        mean = ops.truediv(total, ops.to_dtype(count, acc))
+        if divisor_override is None and not count_include_pad:
+            # NOTE: a window wholly outside the input (none with PyTorch's padding limits;
+            # eager writes 0 there)
+            empty = ops.le(count, ops.constant(0, torch.int64))
+            mean = ops.where(empty, ops.constant(0.0, acc), mean)
+        return ops.to_dtype(mean, x.dtype)
+
+    return Pointwise(sym_sizes(out_meta(ctx).shape), x.dtype, x.device, body)
+
+
+@lowering(aten.avg_pool2d_backward.default)
+def _avg_pool2d_backward(ctx: LoweringContext, grad: TensorValue, x: TensorValue,
+                         kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool,
+                         count_include_pad: bool, divisor_override: int | None) -> Any:
+    """Each input element's gradient: the sum, over the output windows that cover it in
+    increasing output position (eager's order of accumulation), of their gradient divided
+    by their count. Both layouts: unlike max pooling's, no saved index is compared
+    (32x64x56x56, 2x2 windows, training step on 2 CPU threads: 4.6 ms NCHW, 4.1 channels-last,
+    against eager's 13.9 and 21.7)."""
+    sizes = (*x.size, *grad.size)
+    meta = out_meta(ctx)
+    if len(x.size) not in (3, 4) or not all(is_static(s) for s in sizes):
+        return NotImplemented
+    kh, kw, sh, sw, ph, pw = _avg_args(kernel_size, stride, padding)
+    if kh * kw > MAX_WINDOW or grad.dtype not in _FLOATS or divisor_override == 0:
+        return NotImplemented
+    height, width = int(x.size[-2]), int(x.size[-1])
+    out_h, out_w = int(grad.size[-2]), int(grad.size[-1])
+    if out_h == 0 or out_w == 0:
+        return NotImplemented
+    lead = len(x.size) - 2
+    acc = compute_dtype(grad.dtype)
+
+    def body(idx: Sequence[Expr]) -> Ref:
+        h, w = idx[lead], idx[lead + 1]
+        zero = ops.constant(0, torch.int64)
+        total = ops.constant(0.0, acc)
+        for a in reversed(range(kh)):  # NOTE: increasing output rows
+            num_h = h + ph - a
+            oh = FloorDiv(Clamp(num_h, 0, (out_h - 1) * sh), sh)
+            i_oh = ops.index_expr(oh, torch.int64)
+            on_h = ops.eq(ops.index_expr(oh * sh - num_h, torch.int64), zero)
+            for b in reversed(range(kw)):
+                num_w = w + pw - b
+                ow = FloorDiv(Clamp(num_w, 0, (out_w - 1) * sw), sw)
+                i_ow = ops.index_expr(ow, torch.int64)
+                on_w = ops.eq(ops.index_expr(ow * sw - num_w, torch.int64), zero)
+                if divisor_override is not None:
+                    count: Ref = ops.constant(int(divisor_override), torch.int64)
+                else:
+                    count = ops.mul(
+                        _window(i_oh, sh, ph, kh, height, count_include_pad)[1],
+                        _window(i_ow, sw, pw, kw, width, count_include_pad)[1])
+                g = ops.truediv(ops.to_dtype(grad.load([*idx[:lead], oh, ow]), acc),
+                                ops.to_dtype(count, acc))
+                take = ops.logical_and(on_h, on_w)
+                total = ops.where(take, ops.add(total, g), total)
+        return ops.to_dtype(total, grad.dtype)
+
+    return Pointwise(sym_sizes(meta.shape), grad.dtype, grad.device, body)
+
+
+_FLOATS = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
 
 def _inside(i: Ref, size: int) -> Ref:
