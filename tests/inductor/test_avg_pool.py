@@ -104,7 +104,10 @@ def test_training_step_through_the_pool() -> None:
 def test_triton_target() -> None:
     from triton_support import DEVICE, check
 
+    # NOTE: exact against eager's CPU kernel (the interpreter); eager's CUDA kernel rounds
+    # its divisions otherwise (one ulp)
+    tol = 0.0 if DEVICE == "cpu" else 2e-7
     for case in (CASES[1], CASES[2], CASES[5]):
         x = _input(case[0], torch.float32, True, DEVICE)
-        check(_pool(case), [x], atol=0, rtol=0)
-        check(_backward(case), [_grad_for(case, x), x], atol=0, rtol=0)
+        check(_pool(case), [x], atol=tol, rtol=tol)
+        check(_backward(case), [_grad_for(case, x), x], atol=tol, rtol=tol)

@@ -90,7 +90,10 @@ class _Worker:
 
     def stop(self) -> None:
         if self.proc.stdin is not None:
-            self.proc.stdin.close()
+            try:
+                self.proc.stdin.close()
+            except OSError:  # NOTE: a dead worker's pipe (a request left in its buffer)
+                pass
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
