@@ -102,12 +102,21 @@ def test_training_step_through_the_pool() -> None:
 
 
 def test_triton_target() -> None:
-    from triton_support import DEVICE, check
+    """Against eager's CPU kernel, whatever the device.
 
-    # NOTE: exact against eager's CPU kernel (the interpreter); eager's CUDA kernel rounds
-    # its divisions otherwise (one ulp)
-    tol = 0.0 if DEVICE == "cpu" else 2e-7
+    NOTE: on an H200 with torch 2.11, eager's CUDA `avg_pool2d_backward` of a channels-last
+    gradient (3x3 windows, stride 2, padding 1) differs from eager's CPU kernel by up to 0.64
+    (autograd too), while ours matches the CPU kernel within 6e-8 and eager's CUDA kernel on
+    NCHW within 6e-8: the math does not depend on the layout, so the reference here is the
+    CPU kernel."""
+    from triton_support import DEVICE, compile_triton
+
+    # NOTE: a few ulps apart from the CPU kernel on a GPU (its own rounding of the sums)
+    tol = 0.0 if DEVICE == "cpu" else 1e-6
     for case in (CASES[1], CASES[2], CASES[5]):
         x = _input(case[0], torch.float32, True, DEVICE)
-        check(_pool(case), [x], atol=tol, rtol=tol)
-        check(_backward(case), [_grad_for(case, x), x], atol=tol, rtol=tol)
+        for fn, inputs in ((_pool(case), [x]), (_backward(case), [_grad_for(case, x), x])):
+            (got,) = compile_triton(fn, inputs)(*inputs)
+            want = fn(*[t.cpu() for t in inputs])
+            torch.testing.assert_close(got.cpu(), want, atol=tol, rtol=tol)
+            assert got.stride() == want.stride()
