@@ -80,6 +80,10 @@ CASES: dict[str, Case] = {
     "rmsnorm": (lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w,
                 lambda: (_r(B * 64, 512), _r(512))),
     "dropout": (lambda x: F.dropout(x, 0.1, training=True), lambda: (_r(B * 64, 1024),)),
+    "softplus": (lambda x: F.softplus(x), lambda: (_r(B * 64, 1024),)),
+    "bce_logits": (lambda x, t: F.binary_cross_entropy_with_logits(x, t),
+                   lambda: (_r(B * 64, 1024), torch.rand(B * 64, 1024, device=DEVICE))),
+    "elu": (lambda x: F.elu(x), lambda: (_r(B * 64, 1024),)),
 }
 
 

@@ -40,8 +40,8 @@ BINARY_INFIX = {
 }
 
 CALLS = {
-    "exp": "ind_exp", "exp2": "std::exp2", "expm1": "std::expm1", "log": "ind_log",
-    "log2": "std::log2", "log10": "std::log10", "log1p": "std::log1p", "sqrt": "std::sqrt",
+    "exp": "ind_exp", "exp2": "std::exp2", "expm1": "ind_expm1", "log": "ind_log",
+    "log2": "std::log2", "log10": "std::log10", "log1p": "ind_log1p", "sqrt": "std::sqrt",
     "sin": "std::sin", "cos": "std::cos", "tan": "std::tan", "asin": "std::asin",
     "acos": "std::acos", "atan": "std::atan", "sinh": "std::sinh", "cosh": "std::cosh",
     "tanh": "ind_tanh", "asinh": "std::asinh", "acosh": "std::acosh", "atanh": "std::atanh",
