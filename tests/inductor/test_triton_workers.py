@@ -6,8 +6,10 @@ the workers compile is exactly what the JIT looks up in Triton's cache afterward
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -154,10 +156,11 @@ def _split_kernel() -> TritonKernel:
     return kernel
 
 
-def test_a_batch_is_compiled_behind_the_callers_back_and_dying_workers_end_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`start_in_workers` returns at once; the batch is waited for later (a launcher's first
-    launch); workers that die mid-batch end it with errors instead of leaving it waiting."""
+@contextlib.contextmanager
+def _split_jobs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
+        tuple[TritonKernel, Any, list[WarmJob]]]:
+    """A split reduction's kernel, its launcher and warm jobs, with two workers that compile
+    for an H100 on this machine (stopped after)."""
     pytest.importorskip("triton")
     from triton.runtime.driver import driver
 
@@ -169,25 +172,32 @@ def test_a_batch_is_compiled_behind_the_callers_back_and_dying_workers_end_it(
     try:
         with config.patch(triton_compile_workers=2, cache_dir=str(tmp_path)):
             (launcher,) = load_triton_kernels([kernel]).values()
-            jobs = launcher.warm_jobs()
-            batch = start_in_workers(jobs, interpret=False)
-            assert batch is not None
-            assert not Path(jobs[0].path).with_suffix(".warm").exists()  # NOTE: still queued
-            batch.wait()
-            assert batch.errors == {}
-            assert Path(jobs[0].path).with_suffix(".warm").exists()
-            # NOTE: the same jobs again, and every worker killed as they are queued
-            again = start_in_workers(jobs, interpret=False)
-            assert again is not None
-            for w in triton_workers._workers:
-                w.proc.kill()
-            finished = threading.Thread(target=again.wait, daemon=True)
-            finished.start()
-            finished.join(timeout=60)
-            assert not finished.is_alive()
+            yield kernel, launcher, launcher.warm_jobs()
     finally:
         stop_workers()
         clear_launchers()
+
+
+def test_a_batch_is_compiled_behind_the_callers_back_and_dying_workers_end_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`start_in_workers` returns at once; the batch is waited for later (a launcher's first
+    launch); workers that die mid-batch end it with errors instead of leaving it waiting."""
+    with _split_jobs(tmp_path, monkeypatch) as (_, _, jobs):
+        batch = start_in_workers(jobs, interpret=False)
+        assert batch is not None
+        assert not Path(jobs[0].path).with_suffix(".warm").exists()  # NOTE: still queued
+        batch.wait()
+        assert batch.errors == {}
+        assert Path(jobs[0].path).with_suffix(".warm").exists()
+        # NOTE: the same jobs again, and every worker killed as they are queued
+        again = start_in_workers(jobs, interpret=False)
+        assert again is not None
+        for w in triton_workers._workers:
+            w.proc.kill()
+        finished = threading.Thread(target=again.wait, daemon=True)
+        finished.start()
+        finished.join(timeout=60)
+        assert not finished.is_alive()
 
 
 class _Recorder:
@@ -207,24 +217,10 @@ def test_split_reductions_are_warmed_as_they_are_launched(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A split reduction's partial kernel (every configuration) and its final kernel are
     compile jobs whose launches are exactly the ones `_run_split` makes."""
-    pytest.importorskip("triton")
-    from triton.runtime.driver import driver
-
-    kernel = _split_kernel()
-    stop_workers()
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
-    monkeypatch.setattr(driver, "_active", _NoGpuDriver())
-    clear_launchers()
-    try:
-        with config.patch(triton_compile_workers=2, cache_dir=str(tmp_path)):
-            (launcher,) = load_triton_kernels([kernel]).values()
-            jobs = launcher.warm_jobs()
-            assert [j.name for j in jobs] == [kernel.name, f"{kernel.name}_final"]
-            assert len(jobs[0].launches) == len(kernel.configs) > 1
-            assert compile_in_workers(jobs, interpret=False)
-    finally:
-        stop_workers()
-        clear_launchers()
+    with _split_jobs(tmp_path, monkeypatch) as (kernel, launcher, jobs):
+        assert [j.name for j in jobs] == [kernel.name, f"{kernel.name}_final"]
+        assert len(jobs[0].launches) == len(kernel.configs) > 1
+        assert compile_in_workers(jobs, interpret=False)
     seen: list[tuple[str, Any, Any]] = []
     launcher.fn, launcher.final = _Recorder("fn", seen), _Recorder("final", seen)
     args = [torch.empty(64) for _ in kernel.arg_types]

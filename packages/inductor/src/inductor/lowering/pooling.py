@@ -42,6 +42,7 @@ from inductor.symbols import sym_sizes
 aten = torch.ops.aten
 
 MAX_WINDOW = 64  # NOTE: larger windows stay ATen's (an unrolled scan grows with the window)
+_FLOATS = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
 
 def _pair(v: Any, default: Sequence[int]) -> tuple[int, int]:
@@ -61,8 +62,7 @@ def _max_pool2d_with_indices(ctx: LoweringContext, x: TensorValue, kernel_size: 
     sh, sw = _pair(stride, (kh, kw))
     ph, pw = _pair(padding, ())
     dh, dw = _pair(dilation, ())
-    if kh * kw > MAX_WINDOW or x.dtype not in (torch.float32, torch.float16, torch.bfloat16,
-                                               torch.float64):
+    if kh * kw > MAX_WINDOW or x.dtype not in _FLOATS:
         return NotImplemented
     height, width = int(x.size[-2]), int(x.size[-1])
     if height == 0 or width == 0:
@@ -126,8 +126,7 @@ def _max_pool2d_backward(ctx: LoweringContext, grad: TensorValue, x: TensorValue
     sh, sw = _pair(stride, (kh, kw))
     ph, pw = _pair(padding, ())
     dh, dw = _pair(dilation, ())
-    if kh * kw > MAX_WINDOW or grad.dtype not in (torch.float32, torch.float16,
-                                                  torch.bfloat16, torch.float64):
+    if kh * kw > MAX_WINDOW or grad.dtype not in _FLOATS:
         return NotImplemented
     width = int(x.size[-1])
     out_h, out_w = int(grad.size[-2]), int(grad.size[-1])
@@ -281,8 +280,6 @@ def _avg_pool2d_backward(ctx: LoweringContext, grad: TensorValue, x: TensorValue
 
     return Pointwise(sym_sizes(meta.shape), grad.dtype, grad.device, body)
 
-
-_FLOATS = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
 
 def _inside(i: Ref, size: int) -> Ref:
