@@ -82,6 +82,18 @@ def test_log1p_and_expm1_are_within_three_ulp_of_double() -> None:
         assert ((got[finite].double() - want[finite]).abs() / ulp).max().item() <= 3.0
 
 
+def test_negative_scalar_powers_are_eager_bit_for_bit_without_pow() -> None:
+    """`x ** -0.5`, `-1`, `-2` as ATen's float kernels compute them (rsqrt, reciprocal,
+    reciprocal of the square), specials included, and no libm pow in the kernel."""
+    for dtype in (torch.float32, torch.float64):
+        x = torch.cat([torch.rand(2000) * 10 + 1e-3,
+                       torch.tensor([0.0, -0.0, float("inf"), -1.0, float("nan"), 1e-30, -3.0])]
+                      ).to(dtype)
+        for e in (-0.5, -1, -2.0):
+            compiled = run_and_compare(lambda t, e=e: t ** e, [x], atol=0, rtol=0)
+            assert "ind_pow(" not in compiled.output_code().split('extern "C"')[1]
+
+
 def test_no_fma_contraction() -> None:
     # `1 - x * x` near |x| = 1 (asin's and atanh's derivatives): eager rounds the product
     # before the add; a fused multiply-add would not, and the difference is then large

@@ -145,6 +145,16 @@ def _pow(ctx: LoweringContext, a: Any, b: Any) -> Any:
             return make_pointwise(ctx, ops.sqrt, a)
         if b == 3:
             return make_pointwise(ctx, lambda x: ops.mul(ops.mul(x, x), x), a)
+        # NOTE: ATen's float kernels take these exponents apart too, rounding as these
+        # forms do (bit for bit on the CPU; its half-precision kernels call pow: -0.0 ** -0.5
+        # is +inf there, -inf here); a libm pow is a scalar call per element in C++
+        if out_meta(ctx).dtype in (torch.float32, torch.float64):
+            if b == -0.5:
+                return make_pointwise(ctx, ops.rsqrt, a)
+            if b == -1:
+                return make_pointwise(ctx, ops.reciprocal, a)
+            if b == -2:
+                return make_pointwise(ctx, lambda x: ops.reciprocal(ops.mul(x, x)), a)
     return make_pointwise(ctx, ops.pow, a, b)
 
 
