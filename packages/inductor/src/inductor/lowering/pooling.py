@@ -1,7 +1,7 @@
 """Lowering of max and average pooling (`max_pool2d_with_indices`, `avg_pool2d` and their
 backwards) to the loop IR: each output element scans its window as eager's kernels do, so
 values and indices are eager's exactly (average pooling: the window's sum in eager's order,
-divided by eager's count, `_window`).
+divided by eager's count, `_count`).
 
 The window is unrolled (at most `MAX_WINDOW` elements): positions in row-major order
 (`kh` outer, `kw` inner), positions outside the input skipped (padding, `ceil_mode`), an
@@ -58,9 +58,7 @@ def _max_pool2d_with_indices(ctx: LoweringContext, x: TensorValue, kernel_size: 
                              ceil_mode: bool = False) -> Any:
     if len(x.size) not in (3, 4) or not all(is_static(s) for s in x.size):
         return NotImplemented
-    kh, kw = _pair(kernel_size, ())
-    sh, sw = _pair(stride, (kh, kw))
-    ph, pw = _pair(padding, ())
+    kh, kw, sh, sw, ph, pw = _window_args(kernel_size, stride, padding)
     dh, dw = _pair(dilation, ())
     if kh * kw > MAX_WINDOW or x.dtype not in _FLOATS:
         return NotImplemented
@@ -122,9 +120,7 @@ def _max_pool2d_backward(ctx: LoweringContext, grad: TensorValue, x: TensorValue
     if len(x.size) != 4 or not all(is_static(s) for s in sizes) or meta.stride(1) != 1 \
             or meta.shape[1] == 1:
         return NotImplemented  # NOTE: only channels-last (module docstring)
-    kh, kw = _pair(kernel_size, ())
-    sh, sw = _pair(stride, (kh, kw))
-    ph, pw = _pair(padding, ())
+    kh, kw, sh, sw, ph, pw = _window_args(kernel_size, stride, padding)
     dh, dw = _pair(dilation, ())
     if kh * kw > MAX_WINDOW or grad.dtype not in _FLOATS:
         return NotImplemented
@@ -138,16 +134,11 @@ def _max_pool2d_backward(ctx: LoweringContext, grad: TensorValue, x: TensorValue
     def body(idx: Sequence[Expr]) -> Ref:
         h, w = idx[lead], idx[lead + 1]
         pos = ops.index_expr(h * width + w, torch.int64)
-        zero = ops.constant(0, torch.int64)
         total = ops.constant(0.0, acc_dtype)
         for a in reversed(range(kh)):  # NOTE: increasing output rows
-            num_h = h + ph - a * dh
-            oh = FloorDiv(Clamp(num_h, 0, (out_h - 1) * sh), sh)
-            on_h = ops.eq(ops.index_expr(oh * sh - num_h, torch.int64), zero)
+            oh, on_h = _covering(h, ph - a * dh, out_h, sh)
             for b in reversed(range(kw)):
-                num_w = w + pw - b * dw
-                ow = FloorDiv(Clamp(num_w, 0, (out_w - 1) * sw), sw)
-                on_w = ops.eq(ops.index_expr(ow * sw - num_w, torch.int64), zero)
+                ow, on_w = _covering(w, pw - b * dw, out_w, sw)
                 at = [*idx[:lead], oh, ow]
                 take = ops.logical_and(ops.logical_and(on_h, on_w),
                                        ops.eq(indices.load(at), pos))
@@ -158,22 +149,29 @@ def _max_pool2d_backward(ctx: LoweringContext, grad: TensorValue, x: TensorValue
     return Pointwise(sym_sizes(meta.shape), grad.dtype, grad.device, body)
 
 
-def _window(i: Ref, stride: int, pad: int, kernel: int, size: int,
-            include_pad: bool) -> tuple[Ref, Ref]:
-    """The first and one-past-last input positions of output position `i`'s window along
-    one dimension, and the count it divides by, as ATen's CPU kernel computes them: the
-    window clipped to the padded input for `count_include_pad`, to the input otherwise."""
+def _count(i: Ref, stride: int, pad: int, kernel: int, size: int, include_pad: bool) -> Ref:
+    """How many positions output position `i`'s window counts along one dimension, as
+    ATen's CPU kernel does: the window clipped to the padded input for `count_include_pad`,
+    to the input otherwise."""
     c = functools.partial(ops.constant, dtype=torch.int64)
     start = ops.sub(ops.mul(i, c(stride)), c(pad))
     end = ops.minimum(ops.add(start, c(kernel)), c(size + pad))
     if include_pad:
-        return start, ops.sub(end, start)
-    lo = ops.maximum(start, c(0))
-    return lo, ops.sub(ops.minimum(end, c(size)), lo)
+        return ops.sub(end, start)
+    return ops.sub(ops.minimum(end, c(size)), ops.maximum(start, c(0)))
 
 
-def _avg_args(kernel_size: Any, stride: Any, padding: Any
-              ) -> tuple[int, int, int, int, int, int]:
+def _covering(pos: Expr, offset: Expr, out: int, stride: int) -> tuple[Expr, Ref]:
+    """The output position whose window holds input position `pos` at window offset
+    `offset` (`pos + pad - a * dilation`), clamped into the output, and whether it really
+    does (on the stride, inside the output): a backward's gather of one window position."""
+    num = pos + offset
+    o = FloorDiv(Clamp(num, 0, (out - 1) * stride), stride)
+    return o, ops.eq(ops.index_expr(o * stride - num, torch.int64), ops.constant(0, torch.int64))
+
+
+def _window_args(kernel_size: Any, stride: Any, padding: Any
+                 ) -> tuple[int, int, int, int, int, int]:
     kh, kw = _pair(kernel_size, ())
     sh, sw = _pair(stride, (kh, kw))
     ph, pw = _pair(padding, ())
@@ -185,11 +183,11 @@ def _avg_pool2d(ctx: LoweringContext, x: TensorValue, kernel_size: Any, stride: 
                 padding: Any = 0, ceil_mode: bool = False, count_include_pad: bool = True,
                 divisor_override: int | None = None) -> Any:
     """Each output element: the sum of its window's elements in row-major order (as eager
-    adds them, in the compute dtype), divided by the window's count (`_window`) or
+    adds them, in the compute dtype), divided by the window's count (`_count`) or
     `divisor_override`; positions outside the input add nothing."""
     if len(x.size) not in (3, 4) or not all(is_static(s) for s in x.size):
         return NotImplemented
-    kh, kw, sh, sw, ph, pw = _avg_args(kernel_size, stride, padding)
+    kh, kw, sh, sw, ph, pw = _window_args(kernel_size, stride, padding)
     if kh * kw > MAX_WINDOW or x.dtype not in _FLOATS or divisor_override == 0:
         return NotImplemented  # NOTE: a zero divisor: ATen raises eager's error
     height, width = int(x.size[-2]), int(x.size[-1])
@@ -213,11 +211,9 @@ def _avg_pool2d(ctx: LoweringContext, x: TensorValue, kernel_size: Any, stride: 
         if divisor_override is not None:
             count: Ref = ops.constant(int(divisor_override), torch.int64)
         else:
-            _, count_h = _window(ops.index_expr(oh, torch.int64), sh, ph, kh, height,
-                                 count_include_pad)
-            _, count_w = _window(ops.index_expr(ow, torch.int64), sw, pw, kw, width,
-                                 count_include_pad)
-            count = ops.mul(count_h, count_w)
+            count = ops.mul(
+                _count(ops.index_expr(oh, torch.int64), sh, ph, kh, height, count_include_pad),
+                _count(ops.index_expr(ow, torch.int64), sw, pw, kw, width, count_include_pad))
         mean = ops.truediv(total, ops.to_dtype(count, acc))
         if divisor_override is None and not count_include_pad:
             # NOTE: a window wholly outside the input (none with PyTorch's padding limits;
@@ -242,7 +238,7 @@ def _avg_pool2d_backward(ctx: LoweringContext, grad: TensorValue, x: TensorValue
     meta = out_meta(ctx)
     if len(x.size) not in (3, 4) or not all(is_static(s) for s in sizes):
         return NotImplemented
-    kh, kw, sh, sw, ph, pw = _avg_args(kernel_size, stride, padding)
+    kh, kw, sh, sw, ph, pw = _window_args(kernel_size, stride, padding)
     if kh * kw > MAX_WINDOW or grad.dtype not in _FLOATS or divisor_override == 0:
         return NotImplemented
     height, width = int(x.size[-2]), int(x.size[-1])
@@ -254,24 +250,18 @@ def _avg_pool2d_backward(ctx: LoweringContext, grad: TensorValue, x: TensorValue
 
     def body(idx: Sequence[Expr]) -> Ref:
         h, w = idx[lead], idx[lead + 1]
-        zero = ops.constant(0, torch.int64)
         total = ops.constant(0.0, acc)
         for a in reversed(range(kh)):  # NOTE: increasing output rows
-            num_h = h + ph - a
-            oh = FloorDiv(Clamp(num_h, 0, (out_h - 1) * sh), sh)
-            i_oh = ops.index_expr(oh, torch.int64)
-            on_h = ops.eq(ops.index_expr(oh * sh - num_h, torch.int64), zero)
+            oh, on_h = _covering(h, ph - a, out_h, sh)
+            count_h = None if divisor_override is not None else _count(
+                ops.index_expr(oh, torch.int64), sh, ph, kh, height, count_include_pad)
             for b in reversed(range(kw)):
-                num_w = w + pw - b
-                ow = FloorDiv(Clamp(num_w, 0, (out_w - 1) * sw), sw)
-                i_ow = ops.index_expr(ow, torch.int64)
-                on_w = ops.eq(ops.index_expr(ow * sw - num_w, torch.int64), zero)
-                if divisor_override is not None:
-                    count: Ref = ops.constant(int(divisor_override), torch.int64)
+                ow, on_w = _covering(w, pw - b, out_w, sw)
+                if count_h is None:
+                    count: Ref = ops.constant(int(divisor_override or 0), torch.int64)
                 else:
-                    count = ops.mul(
-                        _window(i_oh, sh, ph, kh, height, count_include_pad)[1],
-                        _window(i_ow, sw, pw, kw, width, count_include_pad)[1])
+                    count = ops.mul(count_h, _count(ops.index_expr(ow, torch.int64), sw, pw, kw,
+                                                    width, count_include_pad))
                 g = ops.truediv(ops.to_dtype(grad.load([*idx[:lead], oh, ow]), acc),
                                 ops.to_dtype(count, acc))
                 take = ops.logical_and(on_h, on_w)
