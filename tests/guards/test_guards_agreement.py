@@ -103,6 +103,8 @@ def _tensor(rng: random.Random) -> torch.Tensor:
     shape = tuple(rng.choice([1, 2, 3, 4]) for _ in range(rng.choice([0, 1, 2, 2, 3, 3])))
     dtype = rng.choice([torch.float32, torch.float32, torch.float64, torch.complex64])
     t = torch.randn(shape, dtype=dtype)
+    if rng.random() < 0.2:  # a view at a storage offset (pinned checks compare it)
+        t = torch.randn(t.numel() + 3, dtype=dtype)[3:].view(shape)
     if t.dim() >= 2 and rng.random() < 0.3:
         t = t.transpose(0, 1)
     cls = rng.choice(CLASSES) if rng.random() < 0.4 else torch.Tensor
@@ -165,6 +167,8 @@ def _check_for(rng: random.Random, value: object) -> Any:
     if isinstance(value, torch.Tensor):
         dims = frozenset(i for i in range(value.dim()) if rng.random() < 0.3)
         options += [TensorMatch.from_tensor(value, dims, dispatch_keys=rng.random() < 0.5)] * 8
+        options += [TensorMatch.from_tensor(value, dispatch_keys=rng.random() < 0.5,
+                                            pinned=True)] * 4
     try:
         options.append(EqualsMatch(value))
     except TypeError:
@@ -263,8 +267,17 @@ def _key_change(rng: random.Random, t: torch.Tensor) -> torch.Tensor:
 
 
 def _mutate_tensor(rng: random.Random, t: torch.Tensor) -> torch.Tensor:
-    kind = rng.choice([0, 1, 2, 2, 2, 3, 4, 4, 5, 6, 7, 8, 9, 10, 11, 12, 12, 12, 13, 14])
+    kind = rng.choice([0, 1, 2, 2, 2, 3, 4, 4, 5, 6, 7, 8, 9, 10, 11, 12, 12, 12, 13, 14, 15,
+                       15, 16])
     shape = tuple(t.shape)
+    if kind == 15:  # the same sizes and strides at another storage offset
+        base = torch.empty(t.storage_offset() + t.untyped_storage().nbytes() // t.element_size()
+                           + 2, dtype=t.dtype)
+        moved = base.as_strided(shape, t.stride(), t.storage_offset() + rng.choice([1, 2]))
+        return _like(t, moved)
+    if kind == 16 and t.requires_grad and t.dtype.is_floating_point:  # no longer a leaf
+        parent = t.detach().clone().requires_grad_(True)
+        return (parent * 1.0).as_subclass(type(t))
     if kind == 12:
         return _key_change(rng, t)
     if kind == 13:  # the same tensor as another class

@@ -97,6 +97,28 @@ def test_tensor_size_one_strides_and_dynamic_dims() -> None:
         "tensor L['x'] size mismatch at index 1: expected 3, got 4"
 
 
+def test_pinned_tensor_placement() -> None:
+    """A pinned match (capture's parameters and buffers) also compares every stride, the
+    storage offset and leafness."""
+    w = torch.nn.Parameter(torch.randn(4, 1, 3))
+    b = _one(X, TensorMatch.from_tensor(w, pinned=True))
+    _passes(b, {"x": torch.nn.Parameter(torch.randn(4, 1, 3))})
+    moved = torch.nn.Parameter(torch.randn(13)[1:].view(4, 1, 3))
+    assert _reason(b, {"x": moved}) == (
+        "tensor L['x'] storage offset mismatch (pinned): expected 0, got 1")
+    odd = torch.nn.Parameter(torch.randn(64).as_strided((4, 1, 3), (3, 99, 1)))
+    assert _reason(b, {"x": odd}) == (
+        "tensor L['x'] stride mismatch (pinned): expected (3, 3, 1), got (3, 99, 1)")
+    grown = torch.nn.Parameter(torch.randn(4, 1, 3))
+    grown.requires_grad_(False)
+    with torch.enable_grad():
+        grown.mul_(torch.ones((), requires_grad=True))
+    assert _reason(b, {"x": grown}) == (
+        "tensor L['x'] is_leaf mismatch (pinned): expected True, got False")
+    with pytest.raises(ValueError, match="no dynamic dimensions"):
+        TensorMatch.from_tensor(w, dynamic_dims={0}, pinned=True)
+
+
 def test_relations_between_symbols() -> None:
     b = GuardBuilder()
     b.bind_symbol("s0", SizeSource(X, 0))

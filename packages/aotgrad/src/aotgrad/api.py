@@ -41,6 +41,10 @@ _NOT_FLAT = object()
 #: metadata before every call (capture's guards: a TensorMatch of exact class, dtype, device,
 #: layout, requires_grad, static sizes, strides where a size is not 1 and not 0).
 GUARDED_INPUTS = "guarded_inputs"
+#: A `GUARDED_INPUTS` mark (instead of True): the guards also pin that input's placement
+#: (every stride, storage offset, leafness: capture does so for module parameters and
+#: buffers), so nothing of it is read per call.
+PINNED = "pinned"
 
 
 class GuardedInputs:
@@ -74,9 +78,11 @@ class GuardedInputs:
         strides: list[int] = []
         for i, (mark, node) in enumerate(zip(marks, placeholders), start=lifted):
             example = node.meta.get("example_value")
-            if mark is not True or not isinstance(example, torch.Tensor) or not all(
+            if mark not in (True, PINNED) or not isinstance(example, torch.Tensor) or not all(
                     type(s) is int for s in (*example.shape, *example.stride())):
                 full.append(i)
+                continue
+            if mark == PINNED:
                 continue
             offset.append(i)
             if example.requires_grad:

@@ -242,6 +242,11 @@ class TensorMatch(Check):
     compared only where they can matter: at dimensions whose size is not 1, and not at all
     when the tensor has no elements. `dispatch_keys` is the raw dispatch key set
     (`torch._C._dispatch_keys(t).raw_repr()`), or None to leave it unchecked.
+
+    `placement` pins where the tensor's elements lie: (storage offset, is_leaf). With it,
+    every stride is compared (size-1 dimensions and empty tensors included), and so are the
+    storage offset and leafness. Capture pins module parameters and buffers, whose
+    placement never changes in practice, so a backend need not re-read it on every call.
     Build with `TensorMatch.from_tensor(t, dynamic_dims=...)`.
     """
 
@@ -254,13 +259,18 @@ class TensorMatch(Check):
     dispatch_keys: int | None = None
     #: The tensor's layout; None stands for `torch.strided`.
     layout: Any = None
+    #: (storage offset, is_leaf) when pinned (see above), else None.
+    placement: tuple[int, bool] | None = None
 
     @staticmethod
     def from_tensor(tensor: Any, dynamic_dims: tuple[int, ...] | frozenset[int] = (),
-                    *, dispatch_keys: bool | None = None) -> TensorMatch:
+                    *, dispatch_keys: bool | None = None, pinned: bool = False
+                    ) -> TensorMatch:
         """The match for `tensor` as it is now, leaving `dynamic_dims` unchecked.
 
         `dispatch_keys`: record the key set (default: `GuardsConfig.tensor_dispatch_keys`).
+        `pinned`: record its placement too (every stride, storage offset, leafness); only
+        without dynamic dimensions.
 
         With dynamic dimensions, a stride is left unchecked too if it may depend on a
         dynamic size: when some dynamic dimension has a smaller stride (is further inside).
@@ -281,8 +291,15 @@ class TensorMatch(Check):
             dispatch_keys = bool(config.options.tensor_dispatch_keys)
         keys = torch._C._dispatch_keys(tensor).raw_repr() if dispatch_keys else None
         layout = None if tensor.layout is torch.strided else tensor.layout
+        placement = None
+        if pinned:
+            if dynamic:
+                raise ValueError("TensorMatch.from_tensor: a pinned tensor has no dynamic "
+                                 "dimensions")
+            strides = strides_now
+            placement = (int(tensor.storage_offset()), bool(tensor.is_leaf))
         return TensorMatch(type(tensor), tensor.dtype, tensor.device,
-                           bool(tensor.requires_grad), shape, strides, keys, layout)
+                           bool(tensor.requires_grad), shape, strides, keys, layout, placement)
 
     def expected_layout(self) -> Any:
         """The layout required (`torch.strided` unless recorded otherwise)."""
@@ -296,6 +313,9 @@ class TensorMatch(Check):
         keys = "" if self.dispatch_keys is None else f", dispatch_keys={self.dispatch_keys:#x}"
         if self.layout is not None:
             keys += f", layout={self.layout}"
+        if self.placement is not None:
+            keys += (f", pinned: every stride, storage_offset={self.placement[0]}, "
+                     f"is_leaf={self.placement[1]}")
         return (f"tensor {subject}: {_type_name(self.cls)} {self.dtype} {self.device} "
                 f"requires_grad={self.requires_grad} shape={_dims(self.shape)} "
                 f"strides={_dims(self.strides)}{keys}")

@@ -340,7 +340,12 @@ def _tensor(check: TensorMatch, var: str, out: Emitter) -> None:
         conditions.append(f"len({sizes}) == {len(check.shape)}")
         conditions += [f"{sizes}[{i}] == {size}"
                        for i, size in enumerate(check.shape) if size is not None]
-    conditions += _stride_conditions(check, var, sizes, out)
+    if check.placement is None:
+        conditions += _stride_conditions(check, var, sizes, out)
+    else:
+        offset, leaf = check.placement
+        conditions += [f"{var}.stride() == {out.const(check.strides, 'strides')}",
+                       f"{var}.storage_offset() == {offset}", f"{var}.is_leaf is {leaf!r}"]
     expected_keys = check.dispatch_keys
     if expected_keys is not None:
         import torch

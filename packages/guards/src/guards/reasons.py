@@ -170,12 +170,31 @@ def tensor_mismatch(check: TensorMatch, tensor: object, subject: str) -> str | N
     if index is not None:
         return (f"{where} stride mismatch at index {index}: expected {check.strides[index]}, "
                 f"got {value.stride()[index]}")
+    if check.placement is not None:
+        moved = placement_mismatch(check, value)
+        if moved is not None:
+            return f"{where} {moved}"
     if check.dispatch_keys is not None and not keys_match(value, check.dispatch_keys):
         import torch
 
         got_keys = torch._C._dispatch_keys(value)
         return (f"{where} dispatch keys mismatch: expected {check.dispatch_keys:#x}, "
                 f"got {got_keys.raw_repr():#x} ({got_keys})")
+    return None
+
+
+def placement_mismatch(check: TensorMatch, tensor: Any) -> str | None:
+    """How a pinned tensor moved (every stride, storage offset, leafness), or None."""
+    assert check.placement is not None
+    offset, leaf = check.placement
+    strides = tuple(tensor.stride())
+    if strides != check.strides:
+        return f"stride mismatch (pinned): expected {check.strides}, got {strides}"
+    if tensor.storage_offset() != offset:
+        return (f"storage offset mismatch (pinned): expected {offset}, "
+                f"got {tensor.storage_offset()}")
+    if tensor.is_leaf is not leaf:
+        return f"is_leaf mismatch (pinned): expected {leaf}, got {tensor.is_leaf}"
     return None
 
 

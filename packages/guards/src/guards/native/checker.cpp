@@ -54,13 +54,14 @@ enum Failure : int {
   kRank,
   kSize,
   kStride,
+  kPlacement,
   kKeys,
   kError,
 };
 
 const char* const kFailureNames[] = {
     nullptr, "type",  "undefined", "dtype",  "device",        "layout",
-    "requires_grad", "rank", "size", "stride", "dispatch keys", "error",
+    "requires_grad", "rank", "size", "stride", "placement", "dispatch keys", "error",
 };
 
 struct TensorSpec {
@@ -73,6 +74,10 @@ struct TensorSpec {
   std::vector<int64_t> strides;
   bool check_keys = false;
   uint64_t keys = 0;
+  // Pinned placement (TensorMatch.placement): every stride, the storage offset, leafness.
+  bool pinned = false;
+  int64_t storage_offset = 0;
+  bool is_leaf = false;
 };
 
 struct AutocastSpec {
@@ -141,7 +146,14 @@ Failure check_tensor_unguarded(const TensorSpec& spec, PyObject* obj) {
       return kSize;
     }
   }
-  if (!strides_match(spec.strides, sizes, tensor.strides())) {
+  if (spec.pinned) {
+    if (tensor.strides() != c10::IntArrayRef(spec.strides)) {
+      return kStride;
+    }
+    if (tensor.storage_offset() != spec.storage_offset || tensor.is_leaf() != spec.is_leaf) {
+      return kPlacement;
+    }
+  } else if (!strides_match(spec.strides, sizes, tensor.strides())) {
     return kStride;
   }
   if (spec.check_keys && tensor.key_set().raw_repr() != spec.keys) {
@@ -254,8 +266,9 @@ bool parse_dtype(PyObject* obj, c10::ScalarType& out, const char* what) {
 // (cls, dtype, device, layout, requires_grad, sizes, strides, keys | None)
 bool parse_tensor_spec(PyObject* item, TensorSpec& spec) {
   PyObject *cls, *dtype, *device, *layout, *requires_grad, *sizes, *strides, *keys;
-  if (!PyArg_ParseTuple(item, "OOOOOOOO:tensor spec", &cls, &dtype, &device, &layout,
-                        &requires_grad, &sizes, &strides, &keys)) {
+  PyObject *offset = Py_None, *leaf = Py_None;
+  if (!PyArg_ParseTuple(item, "OOOOOOOO|OO:tensor spec", &cls, &dtype, &device, &layout,
+                        &requires_grad, &sizes, &strides, &keys, &offset, &leaf)) {
     return false;
   }
   if (!PyType_Check(cls) ||
@@ -295,6 +308,23 @@ bool parse_tensor_spec(PyObject* item, TensorSpec& spec) {
     }
     spec.check_keys = true;
     spec.keys = static_cast<uint64_t>(raw);
+  }
+  if ((offset == Py_None) != (leaf == Py_None)) {
+    PyErr_SetString(PyExc_ValueError, "tensor spec: storage offset and leafness go together");
+    return false;
+  }
+  if (offset != Py_None) {
+    spec.storage_offset = PyLong_AsLongLong(offset);
+    if (PyErr_Occurred() || !parse_bool(leaf, spec.is_leaf, "tensor spec: is_leaf")) {
+      return false;
+    }
+    for (int64_t stride : spec.strides) {
+      if (stride == kAny) {
+        PyErr_SetString(PyExc_ValueError, "tensor spec: a pinned tensor has every stride");
+        return false;
+      }
+    }
+    spec.pinned = true;
   }
   Py_INCREF(cls);
   spec.cls = cls;

@@ -57,8 +57,9 @@ def tensor_spec(check: TensorMatch) -> tuple[Any, ...] | None:
         return None
     if type(check.dtype) is not torch.dtype or type(check.device) is not torch.device:
         return None
+    offset, leaf = check.placement if check.placement is not None else (None, None)
     return (check.cls, check.dtype, check.device, check.expected_layout(),
-            check.requires_grad, check.shape, check.strides, check.dispatch_keys)
+            check.requires_grad, check.shape, check.strides, check.dispatch_keys, offset, leaf)
 
 
 def state_spec(check: GlobalStateMatch) -> tuple[Any, ...]:
