@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import types
+from typing import Any
 
 import capture
 import torch
@@ -101,6 +102,40 @@ def test_codegen_reloads_every_source_kind() -> None:
     }
     for source, expected in cases.items():
         assert _load(source, {"self": holder}, g) is expected, source.name()
+
+
+def test_codegen_loads_shared_modules_once() -> None:
+    """`load_sources` (a graph's inputs) reads a module reached by several parameters once."""
+    net = torch.nn.Sequential(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)),
+                              torch.nn.Linear(2, 2))
+    root = LocalSource("self")
+    sources: list[Any] = []
+    expected: list[object] = []
+    for name, param in net.named_parameters():
+        *path, leaf = name.split(".")
+        owner: Any = root
+        for part in path:
+            owner = SubmoduleSource(owner, part)
+        sources.append(ParamSource(owner, leaf))
+        expected.append(param)
+
+    def template(self):
+        return self
+
+    cg = codegen.CodeBuilder(template.__code__)
+    cg.load_sources(sources)
+    cg.build_tuple(len(sources))
+    cg.instrs.append(codegen.Instr("RETURN_VALUE"))
+    code = codegen.assemble(template.__code__, cg.instrs)
+    got = types.FunctionType(code, {})(net)
+    assert len(got) == len(expected) and all(a is b for a, b in zip(got, expected))
+    reads = [i for i in cg.instrs if getattr(i, "name", "") == "LOAD_ATTR" and "_modules" in
+             str(i.arg)]
+    assert len(reads) == 4, reads  # `0`, `0.0`, `0.1` and `1`, each once (6 parameters)
+    # the kept modules are forgotten: a later load reads the tree again
+    before = len(cg.instrs)
+    cg.load_source(sources[0])
+    assert sum("_modules" in str(i.arg) for i in cg.instrs[before:]) == 2
 
 
 @dataclasses.dataclass

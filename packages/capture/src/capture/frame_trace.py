@@ -90,8 +90,7 @@ def trace_and_codegen(
             compiled = graph_errors.guard_graph(compiled, gm, code)
         pre = codegen.CodeBuilder(code)
         pre.load_callable(compiled)
-        for source, _, _ in output.inputs:
-            pre.load_source(source)
+        pre.load_sources([source for source, _, _ in output.inputs])
         pre.call_function(len(output.inputs))
         pre.store_fast(codegen.GRAPH_OUT)
         body = pre.instrs + body

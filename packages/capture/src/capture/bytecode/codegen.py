@@ -99,6 +99,9 @@ class CodeBuilder:
         # Objects made inside the function, rebuilt once: id(value) -> (value, local name).
         self._rebuilt: dict[int, tuple[Value, str]] = {}
         self._temps = 0
+        # Modules read once by `load_sources`: source -> uses, and source -> local name.
+        self._shared: collections.Counter[Source] = collections.Counter()
+        self._kept: dict[Source, str] = {}
 
     # -- primitives ----------------------------------------------------------------------
     def emit(self, instrs: list[Instr]) -> None:
@@ -152,8 +155,30 @@ class CodeBuilder:
         )
 
     # -- sources -------------------------------------------------------------------------
+    def load_sources(self, sources: list[Source]) -> None:
+        """Push the value at each of `sources`, in order, reading a module that several of
+        them reach through registered children (`_modules[...]`) once.
+
+        NOTE: the reads run back to back with no user code between them, and a child is a
+        plain dict lookup (no side effect, the same object each time), so one read stands
+        for all; the module is kept in a local only until the last of these loads.
+        """
+        self._shared = collections.Counter(
+            step for source in sources for step in source.chain()[:-1]
+            if isinstance(step, SubmoduleSource))
+        try:
+            for source in sources:
+                self.load_source(source)
+        finally:
+            self._shared.clear()
+            self._kept.clear()
+
     def load_source(self, source: Source) -> None:
         """Push the value at `source`, read from the frame's arguments and globals."""
+        kept = self._kept.get(source)
+        if kept is not None:
+            self.load_fast(kept)
+            return
         if isinstance(source, LocalSource):
             if source.local in self.freevars:
                 self.instrs.append(Instr("LOAD_DEREF", FreeVar(source.local)))
@@ -180,6 +205,11 @@ class CodeBuilder:
             self.emit(versions.load_attr(table))
             self.load_const(getattr(source, key))
             self.instrs.append(Instr("BINARY_SUBSCR"))
+            if self._shared[source] > 1:
+                self._temps += 1
+                name = self._kept[source] = f"__capture_module{self._temps}"
+                self.instrs.append(Instr("COPY", 1))
+                self.store_fast(name)
         elif isinstance(source, ClosureSource):
             self.load_source(source.source)
             self.emit(versions.load_attr("__closure__"))
