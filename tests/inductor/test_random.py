@@ -185,3 +185,33 @@ def test_bernoulli_tensor_probabilities_and_in_place() -> None:
         assert set(y.unique().tolist()) <= {0.0, 1.0}
         _close_to(y.mean().item(), 0.3, math.sqrt(0.21 / y.numel()))
         torch.testing.assert_close(x, y)  # NOTE: the input was filled in place, as eager
+
+
+def test_embedding_dropout_layer_norm_fused_rows() -> None:
+    """A transformer's embedding in training: gather rows, dropout, layer norm, fused into
+    one kernel whose later passes over a row reload the dropout mask from a row array and
+    gather again through the same indices (they did not compile: the indices were dropped
+    as dead). The mask is read back from the output: dropped elements are the row's
+    minimum, since every embedding value is positive."""
+    wte = torch.nn.Parameter(1.0 + torch.arange(256.0).div(256).repeat(50, 1))  # rows 1..2
+    wpe = torch.nn.Parameter(torch.zeros(64, 256))
+    ln_w = torch.nn.Parameter(torch.ones(256))
+    ln_b = torch.nn.Parameter(torch.zeros(256))
+
+    def f(ids: torch.Tensor, wte: torch.Tensor, wpe: torch.Tensor, w: torch.Tensor,
+          b: torch.Tensor) -> torch.Tensor:
+        pos = torch.arange(ids.shape[1]).unsqueeze(0)
+        h = F.dropout(F.embedding(ids, wte) + F.embedding(pos, wpe), 0.1, training=True)
+        return F.layer_norm(h, (256,), w, b)
+
+    compiled = _compile(f)
+    ids = torch.randint(0, 50, (2, 64))
+    args = (ids, wte, wpe, ln_w, ln_b)
+    y = compiled(*args)
+    kept = y > y.amin(-1, keepdim=True) + 1e-3
+    _close_to(kept.float().mean().item(), 0.9, math.sqrt(0.09 / kept.numel()))
+    with torch.no_grad():
+        expected = F.layer_norm(wte[ids] * kept / 0.9, (256,), ln_w, ln_b)
+    torch.testing.assert_close(y, expected, atol=1e-5, rtol=1e-5)
+    y.mul(torch.randn_like(y)).sum().backward()
+    assert wte.grad is not None and torch.isfinite(wte.grad).all()

@@ -45,7 +45,7 @@ from inductor.codegen.cpp_syntax import (
 from inductor.codegen.loop_split import fold_divisor, split_divisor, split_symbols
 from inductor.codegen.row_cache import RowCache, dead_ops
 from inductor.ir.checks import ERR_PARAM, ZERO_DIVISION, KernelCheck
-from inductor.ir.loop_body import LoopBody, LoopOp
+from inductor.ir.loop_body import LoopBody, LoopOp, uses
 from inductor.ir.nodes import Buffer, ComputedBuffer
 from inductor.ir.ops import Ref
 from inductor.scheduler.fusion import (
@@ -381,13 +381,13 @@ class KernelGen:
         before it, inside the reduction loop's scope: emit those again after the loop
         (those hoisted before the loop are still in scope)."""
         needed: set[int] = set()
-        stack = [a.id for op in body_ops[red_pos + 1:] for a in op.args if isinstance(a, Ref)]
+        stack = [i for op in body_ops[red_pos + 1:] for i in uses(op)]
         while stack:
             i = stack.pop()
             if i >= red_pos or i in needed or i in hoisted:
                 continue
             needed.add(i)
-            stack += [a.id for a in body_ops[i].args if isinstance(a, Ref)]
+            stack += uses(body_ops[i])
         for i in sorted(needed):
             self.emit_ops(w, (body_ops[i],), i, subs)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sympy  # type: ignore[import-untyped]  # NOTE: sympy ships no type hints
 import torch
 
-from inductor.ir.loop_body import LoopOp
+from inductor.ir.loop_body import LoopOp, uses
 from inductor.ir.nodes import ComputedBuffer
 from inductor.ir.ops import Ref
 from inductor.scheduler.fusion import FusedGroup, inner_symbol, split_node
@@ -197,7 +197,7 @@ def dead_ops(ops_: tuple[LoopOp, ...], rows: dict[int, tuple[str, bool]]) -> set
         live.add(i)
         if i in rows and not rows[i][1]:
             continue
-        stack += [a.id for a in ops_[i].args if isinstance(a, Ref)]
+        stack += uses(ops_[i])  # NOTE: an indirect load's index is live too
     return set(range(len(ops_))) - live
 
 

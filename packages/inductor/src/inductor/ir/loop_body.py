@@ -27,6 +27,16 @@ class LoopOp:
     dtype: torch.dtype | None  # dtype of the produced value, None for stores
 
 
+def uses(op: LoopOp) -> list[int]:
+    """Ids of the ops whose values `op` reads: its Ref arguments, and the indirect indices
+    (`tmp<id>` symbols) inside its index expressions."""
+    out = [a.id for a in op.args if isinstance(a, Ref)]
+    for a in op.args:
+        if isinstance(a, sympy.Expr):
+            out += [int(str(s)[3:]) for s in a.free_symbols if str(s).startswith("tmp")]
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class LoopBody:
     index_vars: tuple[sympy.Symbol, ...]
