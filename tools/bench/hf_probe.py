@@ -1,4 +1,4 @@
-"""Differential probe of transformers models as users call them: tiny configurations,
+"""Differential probe of transformers models (26 families) as users call them: tiny configurations,
 default arguments (caches on, losses from `labels`), three calls whose last changes the
 sizes (so capture's dynamic sizes are exercised), inference and training, ours against
 eager: outputs (caches included) and every parameter's gradient. Models are built from
@@ -29,6 +29,10 @@ _LM: dict[str, Any] = {
     "vocab_size": 256, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
     "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128}
 
+_ENC: dict[str, Any] = {
+    "vocab_size": 256, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "intermediate_size": 128, "max_position_embeddings": 128}
+
 MODELS: dict[str, tuple[Callable[[], torch.nn.Module], str]] = {
     "llama": (lambda: T.LlamaForCausalLM(T.LlamaConfig(**_LM)), "lm"),
     "mistral": (lambda: T.MistralForCausalLM(T.MistralConfig(**_LM, sliding_window=16)), "lm"),
@@ -54,6 +58,22 @@ MODELS: dict[str, tuple[Callable[[], torch.nn.Module], str]] = {
     "vit": (lambda: T.ViTForImageClassification(T.ViTConfig(
         image_size=32, patch_size=8, hidden_size=64, num_hidden_layers=2,
         num_attention_heads=4, intermediate_size=128)), "img"),
+    # NOTE: more families (encoders, decoders, vision), the same checks
+  "roberta": (lambda: T.RobertaForMaskedLM(T.RobertaConfig(**_ENC, pad_token_id=1)), "lm"),
+  "albert": (lambda: T.AlbertForMaskedLM(T.AlbertConfig(**_ENC, embedding_size=32)), "lm"),
+  "electra": (lambda: T.ElectraForSequenceClassification(T.ElectraConfig(**_ENC, embedding_size=32)), "cls"),
+  "gpt_neo": (lambda: T.GPTNeoForCausalLM(T.GPTNeoConfig(vocab_size=256, hidden_size=64, num_layers=2, num_heads=4, attention_types=[[["global", "local"], 1]], max_position_embeddings=128, window_size=8)), "lm"),
+  "opt": (lambda: T.OPTForCausalLM(T.OPTConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, ffn_dim=128, max_position_embeddings=128, word_embed_proj_dim=64)), "lm"),
+  "bloom": (lambda: T.BloomForCausalLM(T.BloomConfig(vocab_size=256, hidden_size=64, n_layer=2, n_head=4)), "lm"),
+  "falcon": (lambda: T.FalconForCausalLM(T.FalconConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4)), "lm"),
+  "deberta_v2": (lambda: T.DebertaV2ForSequenceClassification(T.DebertaV2Config(**_ENC)), "cls"),
+  "mobilebert": (lambda: T.MobileBertForSequenceClassification(T.MobileBertConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, embedding_size=32, intra_bottleneck_size=32, true_hidden_size=32, max_position_embeddings=128)), "cls"),
+  "convnext": (lambda: T.ConvNextForImageClassification(T.ConvNextConfig(num_channels=3, hidden_sizes=[16, 32], depths=[1, 1], num_stages=2, num_labels=2, image_size=32)), "img"),
+  "resnet": (lambda: T.ResNetForImageClassification(T.ResNetConfig(num_channels=3, embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], num_labels=2)), "img"),
+  "swin": (lambda: T.SwinForImageClassification(T.SwinConfig(image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 2], window_size=4, num_labels=2)), "img"),
+  "deit": (lambda: T.DeiTForImageClassification(T.DeiTConfig(image_size=32, patch_size=8, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, num_labels=2)), "img"),
+  "mobilevit": (lambda: T.MobileViTForImageClassification(T.MobileViTConfig(image_size=32, patch_size=2, hidden_sizes=[16, 24, 32], neck_hidden_sizes=[8, 8, 16, 16, 24, 24, 48], num_labels=2)), "img"),
+  "segformer": (lambda: T.SegformerForImageClassification(T.SegformerConfig(num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32], num_attention_heads=[1, 2], patch_sizes=[7, 3], strides=[4, 2], mlp_ratios=[2, 2], decoder_hidden_size=32, num_labels=2)), "img"),
 }
 
 
