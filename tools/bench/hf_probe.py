@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import compiler
@@ -125,26 +125,35 @@ def _close(got: Any, want: Any, what: str) -> None:
                                    msg=lambda m, i=i: f"{what}[{i}]: {m}")
 
 
-def probe(name: str, train: bool) -> None:
-    """Three calls of model `name` compiled and eager; raises on the first difference."""
+def _calls(name: str, dropout: bool) -> Iterator[tuple[torch.nn.Module, torch.nn.Module,
+                                                      Any, dict[str, torch.Tensor], str]]:
+    """Model `name` (eval mode, or train mode with `dropout`), an eager twin, the compiled
+    model and the inputs of each of three calls (the last with other sizes), gradients
+    cleared before each; the compile cache is reset at the end."""
     make, kind = MODELS[name]
     torch.manual_seed(0)
-    model = make().eval()
+    model = make().train() if dropout else make().eval()
     ref = copy.deepcopy(model)
     compiled = compiler.compile(model, backend="inductor")
     for b, s in ((2, 16), (2, 16), (3, 24)):
-        kw = inputs(kind, b, s)
-        if not train:
-            with torch.no_grad():
-                _close(compiled(**kw), ref(**kw), f"{b}x{s}")
-            continue
         model.zero_grad(set_to_none=True)
         ref.zero_grad(set_to_none=True)
+        yield model, ref, compiled, inputs(kind, b, s), f"{b}x{s}"
+    compiler.reset()
+
+
+def probe(name: str, train: bool) -> None:
+    """Three calls of model `name` compiled and eager; raises on the first difference."""
+    for model, ref, compiled, kw, what in _calls(name, dropout=False):
+        if not train:
+            with torch.no_grad():
+                _close(compiled(**kw), ref(**kw), what)
+            continue
         got = compiled(**kw)
         _loss(got).backward()
         want = ref(**kw)
         _loss(want).backward()
-        _close(got, want, f"{b}x{s}")
+        _close(got, want, what)
         for (n, p), q in zip(model.named_parameters(), ref.parameters()):
             if q.grad is None:
                 assert p.grad is None, f"{n}: a gradient where eager has none"
@@ -152,31 +161,21 @@ def probe(name: str, train: bool) -> None:
             assert p.grad is not None, f"{n}: no gradient"
             torch.testing.assert_close(p.grad, q.grad, atol=2e-4, rtol=2e-3,
                                        msg=lambda m, n=n: f"grad {n}: {m}")
-    compiler.reset()
 
 
 def probe_dropout(name: str) -> None:
     """Three training calls of model `name` in train mode (dropout on), compiled and eager."""
-    make, kind = MODELS[name]
-    torch.manual_seed(0)
-    model = make().train()
-    ref = copy.deepcopy(model)
-    compiled = compiler.compile(model, backend="inductor")
-    for b, s in ((2, 16), (2, 16), (3, 24)):
-        kw = inputs(kind, b, s)
-        model.zero_grad(set_to_none=True)
-        ref.zero_grad(set_to_none=True)
+    for model, ref, compiled, kw, what in _calls(name, dropout=True):
         got = _loss(compiled(**kw))
         got.backward()
         want = _loss(ref(**kw))
         want.backward()
-        assert torch.isfinite(got), f"{b}x{s}: loss {got.item()}"
+        assert torch.isfinite(got), f"{what}: loss {got.item()}"
         assert abs(got.item() - want.item()) <= 0.25 * abs(want.item()) + 0.1, (
-            f"{b}x{s}: loss {got.item():.4f}, eager {want.item():.4f}")
+            f"{what}: loss {got.item():.4f}, eager {want.item():.4f}")
         for (n, p), q in zip(model.named_parameters(), ref.parameters()):
             assert (p.grad is None) == (q.grad is None), f"{n}: gradient presence differs"
             assert p.grad is None or torch.isfinite(p.grad).all(), f"{n}: gradient not finite"
-    compiler.reset()
 
 
 def main(names: list[str]) -> int:
