@@ -19,6 +19,7 @@ from aotgrad.double_backward import Recompute, double_backward
 from aotgrad.functionalize import FunctionalGraph, OutputSpec
 from aotgrad.gradmode import needs_grad_mode, with_grad_mode
 from aotgrad.saved_layout import compile_forward
+from aotgrad.scalar_tangents import expanded_scalar, scalar_tangent_backward
 
 __all__ = ["Compiler", "InferenceRunner", "SavedBytesCounter", "TrainingRunner", "example_inputs"]
 
@@ -224,6 +225,9 @@ class TrainingRunner:
         # by rebound runners; `_bw` is the one this runner uses, fixed at its first backward.
         self._bw_shared: dict[Any, Callable[..., Any]] = {}
         self._bw: Callable[..., Any] | None = None
+        # NOTE: backwards for tangents that are broadcast scalars (`aotgrad.scalar_tangents`),
+        # by compiler cache key and tangent positions; None: the variant cannot be made.
+        self._bw_scalar: dict[Any, Callable[..., Any] | None] = {}
         self._tangent_outputs = list(tangent_outputs)
         self._input_needs = tangents_reaching_inputs(fw_gm, self._tangent_outputs)
         # NOTE: the program turns grad mode on itself (called under no_grad): the function
@@ -244,25 +248,42 @@ class TrainingRunner:
         run backward) with the compiler's options of that moment."""
         bw = self._bw
         if bw is None:
-            key_fn = getattr(self._bw_compiler, "cache_key", None)
-            key = key_fn() if key_fn is not None else None
+            key = self._compiler_key()
             bw = self._bw_shared.get(key)
             if bw is None:
-                boxed = getattr(self._bw_compiler, "compile_boxed", None)
-                if boxed is not None and not needs_grad_mode(self.bw_gm):
-                    # NOTE: saved activations freed after their last use (`aotgrad.boxed`)
-                    bw = boxed(self.bw_gm, self._bw_examples)
-                else:
-                    bw = self._bw_compiler(self.bw_gm, self._bw_examples)
-                    if needs_grad_mode(self.bw_gm):
-                        bw = with_grad_mode(bw)
+                bw = self._compile_bw(self.bw_gm)
                 self._bw_shared[key] = bw
             self._bw = bw
         return bw
 
+    def scalar_bw(self, tangents: tuple[int, ...]) -> Callable[..., Any] | None:
+        """The backward compiled for broadcast-scalar tangents at these tangent positions
+        (`aotgrad.scalar_tangents`), compiled on first use; None when it cannot be made."""
+        key = (self._compiler_key(), tangents)
+        if key not in self._bw_scalar:
+            num_saved = len(self._bw_examples) - len(self._tangent_outputs)
+            gm = scalar_tangent_backward(self.bw_gm, self._bw_examples,
+                                         [num_saved + k for k in tangents])
+            self._bw_scalar[key] = None if gm is None else self._compile_bw(gm)
+        return self._bw_scalar[key]
+
+    def _compiler_key(self) -> Any:
+        key_fn = getattr(self._bw_compiler, "cache_key", None)
+        return key_fn() if key_fn is not None else None
+
+    def _compile_bw(self, gm: fx.GraphModule) -> Callable[..., Any]:
+        examples = example_inputs(gm)
+        boxed = getattr(self._bw_compiler, "compile_boxed", None)
+        if boxed is not None and not needs_grad_mode(gm):
+            # NOTE: saved activations freed after their last use (`aotgrad.boxed`)
+            return boxed(gm, examples)  # type: ignore[no-any-return]
+        bw = self._bw_compiler(gm, examples)
+        return with_grad_mode(bw) if needs_grad_mode(gm) else bw
+
     def _bind(self, counter: SavedBytesCounter) -> None:
         fw = self._fw
         compiled_bw = self.compiled_bw
+        scalar_bw = self.scalar_bw
         bw_examples = self._bw_examples
         tangent_list = self._tangent_outputs
         tangent_set = set(tangent_list)
@@ -333,14 +354,23 @@ class TrainingRunner:
                 saved = _merged_saved(ctx.saved_layout, ctx.saved_tensors, ctx.saved_other)
             tangents: list[torch.Tensor] = []
             missing: set[int] = set()
+            scalars: list[int] = []
             for k, (example, i) in enumerate(zip(tangent_examples, tangent_list)):
                 grad = grads[i]
                 if grad is None:
                     missing.add(k)
                     size = ctx.tangent_sizes[i] if sized_tangents else example.shape
                     grad = torch.zeros(size, dtype=example.dtype, device=example.device)
+                elif expanded_scalar(grad) and not sized_tangents:
+                    scalars.append(k)
+                    tangents.append(grad)
+                    continue
                 tangents.append(grad.contiguous())
-            bw = compiled_bw()
+            bw = scalar_bw(tuple(scalars)) if scalars else None
+            if bw is None:
+                for k in scalars:
+                    tangents[k] = tangents[k].contiguous()
+                bw = compiled_bw()
             if getattr(bw, "boxed_call", False):
                 # NOTE: the list holds the only references left (autograd's dropped unless
                 # the graph is retained): the backward frees each input after its last use
