@@ -86,3 +86,5 @@ def test_expanded_scalar() -> None:
     assert not expanded_scalar(torch.ones(()).expand(1, 1))  # one element: nothing to gain
     assert not expanded_scalar(torch.ones(3, 1).expand(3, 4))  # one dimension broadcast
     assert not expanded_scalar(torch.ones(()))
+    # CPU only for now (scalar_tangents' NOTE): other devices copy the gradient as before
+    assert not expanded_scalar(torch.ones((), device="meta").expand(3, 4))

@@ -23,6 +23,7 @@ from inductor.runtime.cudagraphs import (
     CudaGraphRunner,
     _Recording,
     _use_count,
+    copy_input,
     mutated_inputs,
     runs_on_cpu,
     unsupported_reason,
@@ -36,6 +37,18 @@ def _compile(fn: Callable[..., Any], inputs: Sequence[torch.Tensor]) -> Compiled
     gm = trace_aten(fn, inputs)
     with config.patch(cudagraphs=True, verify_ir=True):
         return compile_aten(gm, list(inputs))
+
+
+def test_inputs_are_copied_into_static_buffers_even_when_expanded() -> None:
+    """`copy_input` (a copied input before each replay): plain tensors element by element;
+    an expanded one (a broadcast gradient, a user's `x.expand(...)`), which `copy_` cannot
+    write into a buffer of the same strides, by the memory both address."""
+    for arg in (torch.randn(4, 5), torch.randn(5, 4).t(), torch.randn(()).expand(4, 5),
+                torch.randn(4, 1).expand(4, 5), torch.randn(10)[3:7, None].expand(4, 6)):
+        buf = torch.empty_strided(arg.shape, arg.stride())
+        copy_input(buf, arg)
+        assert buf.stride() == arg.stride()
+        torch.testing.assert_close(buf, arg)
 
 
 def test_on_cpu_tensors_it_is_a_no_op_with_a_log_line(caplog: Any) -> None:

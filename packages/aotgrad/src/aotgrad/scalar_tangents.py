@@ -28,9 +28,14 @@ __all__ = ["expanded_scalar", "scalar_tangent_backward"]
 
 
 def expanded_scalar(grad: Any) -> bool:
-    """Whether `grad` is one value broadcast to a shape of more than one element."""
+    """Whether `grad` is one value broadcast to a shape of more than one element, on the
+    CPU.
+
+    NOTE: CPU only for now: a GPU backward would hand the zero-stride tangent to cuDNN,
+    cuBLAS, Triton templates and the CUDA graph runner, none of which has been run with one
+    on a GPU; there the copy is also a small part of a step."""
     return (isinstance(grad, torch.Tensor) and grad.dim() > 0 and grad.numel() > 1
-            and not any(grad.stride()))
+            and grad.device.type == "cpu" and not any(grad.stride()))
 
 
 def scalar_tangent_backward(bw_gm: fx.GraphModule, examples: Sequence[Any],

@@ -183,6 +183,20 @@ class _Recording:
         return all(ptrs[i] == p for i, p in self._key)
 
 
+def copy_input(buf: torch.Tensor, arg: torch.Tensor) -> None:
+    """Copy the call's input `arg` into its static buffer `buf` (same sizes and strides).
+
+    NOTE: an input whose elements share memory (an expanded tensor: a stride 0) cannot be
+    written element by element (`copy_` refuses such a destination); the memory span both
+    address is copied instead, which gives `buf` the same element mapping."""
+    if 0 not in arg.stride() or arg.numel() <= 1:
+        buf.copy_(arg)
+        return
+    span = 1 + sum((n - 1) * st for n, st in zip(arg.shape, arg.stride()))
+    buf.as_strided((span,), (1,), buf.storage_offset()).copy_(
+        arg.as_strided((span,), (1,), arg.storage_offset()))
+
+
 def _use_count(t: torch.Tensor) -> int:
     return int(torch._C._storage_Use_Count(t.untyped_storage()._cdata))
 
@@ -244,7 +258,7 @@ class CudaGraphRunner:
                 return self.call(*args)
         rec.last_use = self.calls
         for i, buf in rec.buffers.items():
-            buf.copy_(args[i])
+            copy_input(buf, args[i])
         rec.graph.replay()
         self.replays += 1
         raise_deferred(rec.checks)
@@ -279,7 +293,7 @@ class CudaGraphRunner:
                    for i, a in enumerate(args)
                    if isinstance(a, torch.Tensor) and i not in in_place}
         for i, buf in buffers.items():
-            buf.copy_(args[i])
+            copy_input(buf, args[i])
         static_args = [buffers.get(i, a) for i, a in enumerate(args)]
         try:
             if not self.mutated:
