@@ -47,8 +47,8 @@ Entry = tuple[InferenceRunner | TrainingRunner, Any, bool]
 # changed) is not written, so a restored runner never lacks one.
 _TRAINING_FIELDS = frozenset({
     "forward", "num_fwd_outputs", "fw_gm", "bw_gm", "plain", "_fw", "_bw_examples",
-    "_bw_compiler", "_bw_shared", "_bw", "_bw_scalar", "_tangent_outputs", "_input_needs",
-    "_force_grad_mode", "_recompute", "function", "_apply"})
+    "_bw_compiler", "_bw_shared", "_bw", "_bw_scalar", "_scalar_mine", "_tangent_outputs",
+    "_input_needs", "_force_grad_mode", "_recompute", "function", "_apply"})
 _INFERENCE_FIELDS = frozenset({"forward", "compiled", "plain"})
 
 
@@ -208,6 +208,7 @@ def load_entry(data: bytes, fn: Callable[..., Any], counter: SavedBytesCounter,
         training._bw_shared = {None: bw}
         training._bw = bw
         training._bw_scalar = {}  # NOTE: no graph to vary: broadcast tangents are copied
+        training._scalar_mine = {}
         training._tangent_outputs = list(state["tangent_outputs"])
         training._input_needs = [frozenset(needs) for needs in state["input_needs"]]
         training._force_grad_mode = state["force_grad_mode"]

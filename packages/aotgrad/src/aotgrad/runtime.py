@@ -228,6 +228,8 @@ class TrainingRunner:
         # NOTE: backwards for tangents that are broadcast scalars (`aotgrad.scalar_tangents`),
         # by compiler cache key and tangent positions; None: the variant cannot be made.
         self._bw_scalar: dict[Any, Callable[..., Any] | None] = {}
+        #: this runner's picks from `_bw_scalar`, fixed at first use (as `_bw`)
+        self._scalar_mine: dict[tuple[int, ...], Callable[..., Any] | None] = {}
         self._tangent_outputs = list(tangent_outputs)
         self._input_needs = tangents_reaching_inputs(fw_gm, self._tangent_outputs)
         # NOTE: the program turns grad mode on itself (called under no_grad): the function
@@ -240,6 +242,7 @@ class TrainingRunner:
         """This runner's compiled graphs, recording saved bytes in `counter`."""
         runner = copy.copy(self)
         runner._bw = None
+        runner._scalar_mine = {}
         runner._bind(counter)
         return runner
 
@@ -259,13 +262,16 @@ class TrainingRunner:
     def scalar_bw(self, tangents: tuple[int, ...]) -> Callable[..., Any] | None:
         """The backward compiled for broadcast-scalar tangents at these tangent positions
         (`aotgrad.scalar_tangents`), compiled on first use; None when it cannot be made."""
+        if tangents in self._scalar_mine:  # NOTE: the hot path: no compiler key computed
+            return self._scalar_mine[tangents]
         key = (self._compiler_key(), tangents)
         if key not in self._bw_scalar:
             num_saved = len(self._bw_examples) - len(self._tangent_outputs)
             gm = scalar_tangent_backward(self.bw_gm, self._bw_examples,
                                          [num_saved + k for k in tangents])
             self._bw_scalar[key] = None if gm is None else self._compile_bw(gm)
-        return self._bw_scalar[key]
+        bw = self._scalar_mine[tangents] = self._bw_scalar[key]
+        return bw
 
     def _compiler_key(self) -> Any:
         key_fn = getattr(self._bw_compiler, "cache_key", None)

@@ -163,9 +163,15 @@ class CodeBuilder:
         plain dict lookup (no side effect, the same object each time), so one read stands
         for all; the module is kept in a local only until the last of these loads.
         """
-        self._shared = collections.Counter(
-            step for source in sources for step in source.chain()[:-1]
-            if isinstance(step, SubmoduleSource))
+        # NOTE: worth a local where loads go on from it in two or more ways (a module
+        # whose only child is kept is read once anyway)
+        onward: dict[Source, set[Source]] = collections.defaultdict(set)
+        for source in sources:
+            chain = source.chain()
+            for step, nxt in zip(chain, chain[1:]):
+                if isinstance(step, SubmoduleSource):
+                    onward[step].add(nxt)
+        self._shared = collections.Counter({s: len(n) for s, n in onward.items()})
         try:
             for source in sources:
                 self.load_source(source)

@@ -178,6 +178,20 @@ def _window_args(kernel_size: Any, stride: Any, padding: Any
     return kh, kw, sh, sw, ph, pw
 
 
+def _avg_window(x: TensorValue, other_sizes: Sequence[Any], dtype: torch.dtype,
+                kernel_size: Any, stride: Any, padding: Any, divisor_override: int | None
+                ) -> tuple[int, int, int, int, int, int] | None:
+    """Average pooling's window (kh, kw, sh, sw, ph, pw) where its lowerings apply: a 3-D or
+    4-D input, these sizes and `other_sizes` static, a float dtype, at most `MAX_WINDOW`
+    elements a window, a divisor other than 0 (ATen raises eager's error for it); else None."""
+    if len(x.size) not in (3, 4) or not all(is_static(s) for s in (*x.size, *other_sizes)):
+        return None
+    window = _window_args(kernel_size, stride, padding)
+    if window[0] * window[1] > MAX_WINDOW or dtype not in _FLOATS or divisor_override == 0:
+        return None
+    return window
+
+
 @lowering(aten.avg_pool2d.default)
 def _avg_pool2d(ctx: LoweringContext, x: TensorValue, kernel_size: Any, stride: Any = (),
                 padding: Any = 0, ceil_mode: bool = False, count_include_pad: bool = True,
@@ -185,11 +199,10 @@ def _avg_pool2d(ctx: LoweringContext, x: TensorValue, kernel_size: Any, stride: 
     """Each output element: the sum of its window's elements in row-major order (as eager
     adds them, in the compute dtype), divided by the window's count (`_count`) or
     `divisor_override`; positions outside the input add nothing."""
-    if len(x.size) not in (3, 4) or not all(is_static(s) for s in x.size):
+    window = _avg_window(x, (), x.dtype, kernel_size, stride, padding, divisor_override)
+    if window is None:
         return NotImplemented
-    kh, kw, sh, sw, ph, pw = _window_args(kernel_size, stride, padding)
-    if kh * kw > MAX_WINDOW or x.dtype not in _FLOATS or divisor_override == 0:
-        return NotImplemented  # NOTE: a zero divisor: ATen raises eager's error
+    kh, kw, sh, sw, ph, pw = window
     height, width = int(x.size[-2]), int(x.size[-1])
     if height == 0 or width == 0:
         return NotImplemented
@@ -234,13 +247,12 @@ def _avg_pool2d_backward(ctx: LoweringContext, grad: TensorValue, x: TensorValue
     by their count. Both layouts: unlike max pooling's, no saved index is compared
     (32x64x56x56, 2x2 windows, training step on 2 CPU threads: 4.6 ms NCHW, 4.1 channels-last,
     against eager's 13.9 and 21.7)."""
-    sizes = (*x.size, *grad.size)
     meta = out_meta(ctx)
-    if len(x.size) not in (3, 4) or not all(is_static(s) for s in sizes):
+    window = _avg_window(x, grad.size, grad.dtype, kernel_size, stride, padding,
+                         divisor_override)
+    if window is None:
         return NotImplemented
-    kh, kw, sh, sw, ph, pw = _window_args(kernel_size, stride, padding)
-    if kh * kw > MAX_WINDOW or grad.dtype not in _FLOATS or divisor_override == 0:
-        return NotImplemented
+    kh, kw, sh, sw, ph, pw = window
     height, width = int(x.size[-2]), int(x.size[-1])
     out_h, out_w = int(grad.size[-2]), int(grad.size[-1])
     if out_h == 0 or out_w == 0:
