@@ -9,6 +9,7 @@ the code object), rebuilds the return value, replays side effects and returns.
 from __future__ import annotations
 
 import collections
+import itertools
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -167,8 +168,7 @@ class CodeBuilder:
         # whose only child is kept is read once anyway)
         onward: dict[Source, set[Source]] = collections.defaultdict(set)
         for source in sources:
-            chain = source.chain()
-            for step, nxt in zip(chain, chain[1:]):
+            for step, nxt in itertools.pairwise(source.chain()):
                 if isinstance(step, SubmoduleSource):
                     onward[step].add(nxt)
         self._shared = collections.Counter({s: len(n) for s, n in onward.items()})
