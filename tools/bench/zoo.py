@@ -9,7 +9,8 @@ in-memory and on-disk caches filled, capture's / dynamo's caches reset; `disk s`
 aotgrad's compiled-graph cache and inductor's in-process plan and library caches cleared
 too). Ours runs through `capture.optimize` when capture handles the model (and compiles
 something), else through `aotgrad.aot_module` (column `path`). Speedups are the median of
-per-round ratios over 12 paired rounds with eager (`ours q1-q3`: their quartiles).
+per-round ratios over 12 rounds that time eager, ours and torch.compile in turn (`ours q1-q3`:
+their quartiles; `o/tc`: the median per-round ratio of torch.compile's time to ours).
 """
 
 from __future__ import annotations
@@ -198,7 +199,7 @@ def _median_time(fn: Callable[[], Any], budget: float = 1.0, min_iters: int = 5)
 
 @dataclass
 class Paired:
-    """Eager's per-call time and a compiled step's speedup over it, from paired rounds."""
+    """Eager's per-call time and a compiled step's speedup over it, from shared rounds."""
 
     eager_s: float  # median over rounds of eager's per-round median
     speedup: float  # median over rounds of (eager's round median / the step's round median)
@@ -206,29 +207,37 @@ class Paired:
     high: float  # upper quartile
 
 
-def _paired_times(eager: Callable[[], Any], other: Callable[[], Any],
-                  budget: float | None = None, rounds: int = 12) -> Paired:
-    """Time `eager` and `other` in back-to-back rounds (the order swapped every round), a
-    median of several calls each; the speedup is the median of the per-round ratios.
+def _rounds(eager: Callable[[], Any], others: list[Callable[[], Any]],
+            budget: float | None = None, rounds: int = 12,
+            ) -> tuple[list[Paired], list[list[float]]]:
+    """Time `eager` and every step of `others` in the same rounds (the order rotated every
+    round), a median of several calls each. Each step's speedup is the median of its
+    per-round ratios to eager; also returned: the per-round times of every step (seconds,
+    one list per step of `others`), for direct comparisons between them.
 
-    NOTE: both models do the same ATen work in some rows (matmul-bound ones), where load on
-    this machine that comes and goes moves either time by 5-15%. A ratio taken within one
-    round sees the same load on both sides, and the median over rounds drops the rounds that
-    a burst hit on one side only; the quartiles show how far the rounds spread."""
-    eager_times: list[float] = []
-    ratios: list[float] = []
+    NOTE: a compiled step and eager do the same ATen work in some rows (matmul-bound ones),
+    and eager is host-bound in others, where load on the machine that comes and goes moves
+    eager's time by 5-50%. Ratios taken within one round see the same load on every side,
+    and the median over rounds drops the rounds a burst hit on one side only. Timing ours
+    and torch.compile against the same eager rounds keeps a slow or fast stretch of eager
+    from landing on one of them only (it did: T5 inference, eager host-bound at 10 ms in
+    ours' rounds and 15 ms in torch.compile's)."""
+    steps = [eager, *others]
+    times: list[list[float]] = [[] for _ in steps]
     share = (BUDGET_S if budget is None else budget) / (2 * rounds)
     for r in range(rounds):
-        if r % 2 == 0:
-            e = _median_time(eager, share, 3)
-            o = _median_time(other, share, 3)
-        else:
-            o = _median_time(other, share, 3)
-            e = _median_time(eager, share, 3)
-        eager_times.append(e)
-        ratios.append(e / o)
-    q = statistics.quantiles(ratios, n=4)
-    return Paired(statistics.median(eager_times), statistics.median(ratios), q[0], q[2])
+        order = list(range(len(steps)))
+        order = order[r % len(order):] + order[:r % len(order)]
+        if r % 2:
+            order.reverse()
+        for k in order:
+            times[k].append(_median_time(steps[k], share, 3))
+    paired = []
+    for k in range(1, len(steps)):
+        ratios = [e / o for e, o in zip(times[0], times[k])]
+        q = statistics.quantiles(ratios, n=4)
+        paired.append(Paired(statistics.median(times[0]), statistics.median(ratios), q[0], q[2]))
+    return paired, times[1:]
 
 
 def _outputs(out: Any) -> list[torch.Tensor]:
@@ -367,6 +376,7 @@ class Row:
     ours_low: float
     ours_high: float
     torch_x: float
+    ours_vs_torch: float  # median over rounds of (torch.compile's time / ours)
     ours_ok: bool
     torch_ok: bool
     ours_cold_s: float
@@ -445,7 +455,22 @@ def bench_model(name: str, train: bool, use_torch: bool) -> Row:
     ours_cold = time.perf_counter() - t0
     ours_ok, ours_err = _accurate(got, expected, ref)
     print(f"  ours' error vs float64: {ours_err:.2e}")
-    ours_pair = _paired_times(eager, ours_step)
+    tc_step: Callable[[], Any] | None = None
+    torch_cold = torch_warm = float("nan")
+    torch_ok = False
+    if use_torch:
+        try:
+            tc_step, torch_cold, torch_ok = _torch_cold(model, params, inputs, train,
+                                                       expected, ref)
+        except Exception as e:  # noqa: BLE001 - torch.compile failing is a result too
+            print(f"  (torch.compile failed: {type(e).__name__}: {str(e)[:120]})")
+    pairs, times = _rounds(eager, [ours_step] + ([tc_step] if tc_step is not None else []))
+    ours_pair = pairs[0]
+    torch_t = vs_torch = float("nan")  # torch_t: torch's speedup over eager
+    if tc_step is not None:
+        torch_t = pairs[1].speedup
+        vs_torch = statistics.median(t / o for o, t in zip(times[0], times[1]))
+        del tc_step
     ours_warm = ours_disk = float("nan")
     if WARM:
         _clear_ours(memory=False)
@@ -459,26 +484,17 @@ def bench_model(name: str, train: bool, use_torch: bool) -> Row:
         _step(ours_model3, params, inputs, train)()
         ours_disk = time.perf_counter() - t0
     _clear_ours(memory=True)
-
-    torch_t = torch_cold = torch_warm = float("nan")  # torch_t: torch's speedup
-    torch_ok = False
     if use_torch:
-        try:
-            torch_t, torch_cold, torch_warm, torch_ok = _bench_torch(model, params, inputs,
-                                                                     train, expected, eager, ref)
-        except Exception as e:  # noqa: BLE001 - torch.compile failing is a result too
-            print(f"  (torch.compile failed: {type(e).__name__}: {str(e)[:120]})")
+        torch_warm = _torch_warm(model, params, inputs, train)
     return Row(name, "train" if train else "infer", path, ours_pair.eager_s * 1e3,
-               ours_pair.speedup, ours_pair.low, ours_pair.high, torch_t, ours_ok, torch_ok,
-               ours_cold, ours_warm, ours_disk, torch_cold, torch_warm)
+               ours_pair.speedup, ours_pair.low, ours_pair.high, torch_t, vs_torch, ours_ok,
+               torch_ok, ours_cold, ours_warm, ours_disk, torch_cold, torch_warm)
 
 
-def _bench_torch(model: nn.Module, params: list[torch.nn.Parameter], inputs: tuple[Any, ...],
-                 train: bool, expected: list[torch.Tensor],
-                 eager: Callable[[], Any],
-                 ref: list[torch.Tensor] | None) -> tuple[float, float, float, bool]:
-    """torch.compile's speedup over eager (timed in alternation with eager), cold and warm
-    compile times, accuracy."""
+def _torch_cold(model: nn.Module, params: list[torch.nn.Parameter], inputs: tuple[Any, ...],
+                train: bool, expected: list[torch.Tensor], ref: list[torch.Tensor] | None,
+                ) -> tuple[Callable[[], Any], float, bool]:
+    """torch.compile's step for `model`, its cold compile time (first call) and accuracy."""
     import torch._dynamo as dynamo
 
     dynamo.reset()
@@ -490,15 +506,26 @@ def _bench_torch(model: nn.Module, params: list[torch.nn.Parameter], inputs: tup
     cold = time.perf_counter() - t0
     ok, err = _accurate(got_t, expected, ref)
     print(f"  torch.compile's error vs float64: {err:.2e}")
-    tc_pair = _paired_times(eager, tc_step)
+    return tc_step, cold, ok
+
+
+def _torch_warm(model: nn.Module, params: list[torch.nn.Parameter], inputs: tuple[Any, ...],
+                train: bool) -> float:
+    """torch.compile's warm compile time (dynamo reset, its caches filled); NaN without
+    WARM. Resets dynamo afterwards either way."""
+    import torch._dynamo as dynamo
+
     warm = float("nan")
     if WARM:
         dynamo.reset()
         t0 = time.perf_counter()
-        _step(torch.compile(model, backend="inductor", mode=MODE), params, inputs, train)()
-        warm = time.perf_counter() - t0
+        try:
+            _step(torch.compile(model, backend="inductor", mode=MODE), params, inputs, train)()
+            warm = time.perf_counter() - t0
+        except Exception as e:  # noqa: BLE001 - reported with the cold compile already
+            print(f"  (torch.compile failed again: {type(e).__name__})")
     dynamo.reset()
-    return tc_pair.speedup, cold, warm, ok
+    return warm
 
 
 def _geomean(xs: list[float]) -> float:
@@ -537,7 +564,7 @@ def main(argv: list[str]) -> int:
     modes = [m for m in (False, True) if not (m and args.no_train or not m and args.no_infer)]
     print(f"device {DEVICE}, dtype {args.dtype}, torch {torch.__version__}, threads {torch.get_num_threads()}, caches {_CACHE_ROOT}")
     header = (f"{'model':<15}{'mode':<6}{'path':<11}{'eager ms':>9}{'ours x':>8}"
-              f"{'ours q1-q3':>12}{'torch x':>8}"
+              f"{'ours q1-q3':>12}{'torch x':>8}{'o/tc':>6}"
               f"{'ok':>6}{'cold s':>8}{'warm s':>8}{'disk s':>8}{'tc cold':>8}{'tc warm':>8}")
     print(header, flush=True)
     for name in names:
@@ -555,14 +582,15 @@ def main(argv: list[str]) -> int:
             ok = ("y" if row.ours_ok else "N") + "/" + ("y" if row.torch_ok else "N")
             spread = f"{row.ours_low:.2f}-{row.ours_high:.2f}"
             print(f"{row.model:<15}{row.mode:<6}{row.path:<11}{row.eager_ms:>9.3f}"
-                  f"{row.ours_x:>8.2f}{spread:>12}{row.torch_x:>8.2f}{ok:>6}"
+                  f"{row.ours_x:>8.2f}{spread:>12}{row.torch_x:>8.2f}{row.ours_vs_torch:>6.2f}{ok:>6}"
                   f"{row.ours_cold_s:>8.2f}"
                   f"{row.ours_warm_s:>8.2f}{row.ours_disk_s:>8.2f}{row.torch_cold_s:>8.2f}"
                   f"{row.torch_warm_s:>8.2f}",
                   flush=True)
     if rows:
         print(f"geomean speedup over eager: ours {_geomean([r.ours_x for r in rows]):.3f}, "
-              f"torch.compile {_geomean([r.torch_x for r in rows]):.3f}")
+              f"torch.compile {_geomean([r.torch_x for r in rows]):.3f}; ours over torch.compile "
+              f"(same rounds) {_geomean([r.ours_vs_torch for r in rows]):.3f}")
         print(f"geomean cold compile: ours {_geomean([r.ours_cold_s for r in rows]):.2f}s, "
               f"torch.compile {_geomean([r.torch_cold_s for r in rows]):.2f}s; warm: ours "
               f"{_geomean([r.ours_warm_s for r in rows]):.2f}s (disk only "
