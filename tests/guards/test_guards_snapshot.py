@@ -270,3 +270,104 @@ def test_arm_failure_with_passing_guard_falls_back_for_good() -> None:
     m.act.scale_extra = 1  # NOTE: still answered right by the full guard
     m.conv.stride = (1, 1)
     assert not agree(guard, tree, L)
+
+
+class Base(torch.nn.Module):
+    depth = 2  # NOTE: class attributes, read through instances
+    table = {"k": 1}  # noqa: RUF012 - mutated by the tests on purpose
+
+
+class Leaf(Base):
+    kind = "a"
+
+
+def class_attribute_tree(m: torch.nn.Sequential) -> GuardTree:
+    b = GuardBuilder()
+    root = LocalSource("self")
+    guard_module(b, root, m)
+    leaf = SubmoduleSource(root, "1")
+    b.add(AttrSource(leaf, "kind"), EqualsMatch("a"))
+    b.add(AttrSource(leaf, "depth"), EqualsMatch(2))
+    b.add(ItemSource(AttrSource(leaf, "table"), "k"), EqualsMatch(1))
+    return b.build()
+
+
+CLASS_MUTATIONS: dict[str, Callable[[torch.nn.Module], None]] = {
+    "class attribute reassigned": lambda leaf: setattr(Leaf, "kind", "b"),
+    "base class attribute reassigned": lambda leaf: setattr(Base, "depth", 3),
+    "shadowed by an instance attribute": lambda leaf: setattr(leaf, "kind", "b"),
+    "shadowed with the same value": lambda leaf: setattr(leaf, "kind", "a"),
+    "shadowed through __dict__": lambda leaf: leaf.__dict__.__setitem__("depth", 5),
+    "class attribute deleted": lambda leaf: delattr(Leaf, "kind"),
+    "item of a class attribute": lambda leaf: Base.table.__setitem__("k", 2),
+    "made a property": lambda leaf: setattr(Leaf, "kind", property(lambda s: "a")),
+}
+
+
+@pytest.mark.parametrize("name", list(CLASS_MUTATIONS))
+def test_class_attribute_reads_are_covered_and_agree(name: str) -> None:
+    """Attributes an instance dict lacks, read from the class (transformers' layers read
+    `gradient_checkpointing` so): covered by the object's type version tag and instance
+    dict version, so any change to the class, a base or the instance fails the snapshot."""
+    saved = {cls: dict(vars(cls)) for cls in (Base, Leaf)}
+    table = dict(Base.table)
+    m = torch.nn.Sequential(torch.nn.Linear(2, 2), Leaf(), torch.nn.Linear(2, 2))
+    tree = class_attribute_tree(m)
+    guard = compiled(tree)
+    L: dict[str, object] = {"self": m}
+    assert agree(guard, tree, L)
+    assert "kind" not in guard.source.split("def guard(L, G)")[1]  # NOTE: the snapshot's
+    try:
+        CLASS_MUTATIONS[name](m[1])
+        agree(guard, tree, L)
+    finally:
+        for cls, attrs in saved.items():
+            for key in set(vars(cls)) - set(attrs):
+                delattr(cls, key)
+            for key, value in attrs.items():
+                if key not in ("__dict__", "__weakref__") and vars(cls).get(key) is not value:
+                    setattr(cls, key, value)
+        Base.table.clear()
+        Base.table.update(table)
+
+
+class Config:
+    """Looks attributes up through its own `__getattribute__` (as transformers' configs do):
+    no snapshot can stand for its reads."""
+
+    def __init__(self) -> None:
+        self.depth = 2
+
+    def __getattribute__(self, name: str) -> Any:
+        return object.__getattribute__(self, name)
+
+
+def test_uncoverable_subtree_is_a_hole_checked_in_python() -> None:
+    """A read the snapshot cannot make (an object with its own `__getattribute__`) leaves
+    that subtree to Python, read down its path from the root; the rest of the module stays
+    one region."""
+    m = Block()
+    m.config = Config()
+    b = GuardBuilder()
+    root = LocalSource("self")
+    guard_module(b, root, m)
+    b.add(AttrSource(AttrSource(root, "config"), "depth"), EqualsMatch(2))
+    b.add(AttrSource(AttrSource(root, "config"), "__dict__"), KeyAbsent("width"))
+    tree = b.build()
+    guard = compiled(tree)
+    L: dict[str, object] = {"self": m}
+    assert agree(guard, tree, L)
+    fast = guard.source.split("def guard(L, G)")[1]
+    assert ".depth" in fast and "_forward_hooks" not in fast
+    assert snapshot_of(guard).counts()["objects"] == 4
+    m.config.depth = 3
+    assert not agree(guard, tree, L)
+    m.config.depth = 2
+    assert agree(guard, tree, L)
+    m.config.width = 1
+    assert not agree(guard, tree, L)
+    del m.config.width
+    m.config = Config()  # NOTE: a new object on the path, equal: passes, re-armed
+    assert agree(guard, tree, L)
+    m.conv.register_forward_hook(lambda *a: None)
+    assert not agree(guard, tree, L)

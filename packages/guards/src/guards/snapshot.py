@@ -3,8 +3,8 @@
 A guard on a module reads, on every call, the same few hundred attributes, hook tables and
 `__dict__` entries of objects pinned by identity (`L['self'] is <module>`). A *region* is a
 subtree rooted at such a pinned object whose every read is a plain one (an attribute held in
-an instance `__dict__`, the `__dict__` itself, an item of a dict, a module's parameter,
-buffer or child) and whose every check depends only on the identity of what it reads, on
+an instance `__dict__`, or a plain class attribute the instance dict lacks, the `__dict__`
+itself, an item of a dict, a module's parameter, buffer or child) and whose every check depends only on the identity of what it reads, on
 immutable constants, on dict contents, on types, or on tensor metadata. The native
 `Snapshot` (guards/native/snapshot.cpp) records the versions of the dicts such a region
 reads; while none changed, and no recorded type or tensor changed, the region's checks
@@ -49,7 +49,7 @@ from guards.sources import (
 from guards.tree import GuardNode, GuardTree
 
 # The step kinds and value needs of snapshot.cpp.
-ATTR, INSTANCE_DICT, ITEM = 0, 1, 2
+ATTR, INSTANCE_DICT, ITEM, CLASS_ATTR = 0, 1, 2, 3
 OBJECT, TYPE, DICT, EXACT_DICT, TENSOR, LENGTH = 1, 2, 4, 8, 16, 32
 
 #: A region smaller than this many accessor nodes is left to the generated Python.
@@ -78,7 +78,7 @@ def _plain_instance_attribute(obj: object, name: str) -> bool:
     """Whether `obj.<name>` reads `vars(obj)[name]`: the class looks attributes up the
     generic way, has no data descriptor of that name, and the instance dict holds it."""
     cls = type(obj)
-    if _class_lookup(cls, "__getattribute__") is not object.__dict__["__getattribute__"]:
+    if not _generic_lookup(cls):
         return False
     try:
         namespace = vars(obj)
@@ -89,6 +89,31 @@ def _plain_instance_attribute(obj: object, name: str) -> bool:
     found = _class_lookup(cls, name)
     return found is None or not (hasattr(type(found), "__set__")
                                  or hasattr(type(found), "__delete__"))
+
+
+def _generic_lookup(cls: type) -> bool:
+    """Whether instances of `cls` look attributes up the generic way."""
+    return _class_lookup(cls, "__getattribute__") is object.__dict__["__getattribute__"]
+
+
+def _plain_class_attribute(obj: object, name: str) -> tuple[object] | None:
+    """`(value,)` when `obj.<name>` is a plain class attribute: the lookup is the generic
+    one, the instance dict (a dict) lacks the name, and a class along the MRO holds a value
+    that is no descriptor (read as it is, not bound); else None."""
+    cls = type(obj)
+    if not _generic_lookup(cls):
+        return None
+    try:
+        namespace = vars(obj)
+    except TypeError:
+        return None
+    if type(namespace) is not dict or name in namespace:
+        return None
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            found = klass.__dict__[name]
+            return None if hasattr(type(found), "__get__") else (found,)
+    return None
 
 
 def _class_lookup(cls: type, name: str) -> object:
@@ -110,6 +135,9 @@ class Region:
     slots: set[str] = field(default_factory=set)
     aliasing: list[AliasCheck] = field(default_factory=list)
     nodes: int = 0
+    #: subtrees the snapshot cannot stand for, each as its path of nodes from the root: the
+    #: fast path reads down the path and checks the last node's subtree in Python
+    holes: list[list[GuardNode]] = field(default_factory=list)
 
     def spec(self) -> tuple[object, int, int, tuple[tuple[int, int, object, int, int], ...]]:
         """The Snapshot constructor's region tuple."""
@@ -126,21 +154,52 @@ class _Planner:
         self.region = region
         self.tensors = tensors
         self.intermediate: dict[tuple[int, str], tuple[int, object]] = {}
+        self.journal: list[tuple[int, int]] = []  # NOTE: (value index, its needs before)
 
     def add_value(self, parent: int, kind: int, key: object) -> int:
         self.region.steps.append((parent, kind, key))
         self.region.needs.append(0)
         return len(self.region.needs) - 1
 
-    def visit(self, node: GuardNode, index: int, value: object) -> None:
+    def visit(self, node: GuardNode, index: int, value: object,
+              path: list[GuardNode]) -> None:
+        """Plan `node` (at `path`, root first) and its subtree; a child subtree that cannot
+        be covered becomes a hole, unless `node` is the root (the region then fails)."""
         self.region.nodes += 1
         for check in node.checks:
             self.check(check, index, value)
         for child in node.children:
-            child_index, child_value = self.read(child.source, index, value)
-            self.visit(child, child_index, child_value)
+            mark = self._mark()
+            try:
+                child_index, child_value = self.read(child.source, index, value)
+                self.visit(child, child_index, child_value, [*path, child])
+            except _NotCoverable:
+                self._rollback(mark)
+                self.region.holes = [h for h in self.region.holes if len(h) <= len(path)
+                                     or h[len(path)] is not child]
+                self.region.holes.append([*path, child])
+
+    def _mark(self) -> tuple[int, int, int, int, int, frozenset[str], int]:
+        r = self.region
+        return (len(r.steps), len(self.tensors), len(self.journal), len(self.intermediate),
+                r.nodes, frozenset(r.slots), len(r.aliasing))
+
+    def _rollback(self, mark: tuple[int, int, int, int, int, frozenset[str], int]) -> None:
+        """Forget what a failed subtree added to the program (a hole is not armed)."""
+        steps, tensors, journal, intermediate, nodes, slots, aliasing = mark
+        r = self.region
+        while len(self.journal) > journal:
+            index, before = self.journal.pop()
+            if index < len(r.needs):
+                r.needs[index] = before
+        del r.steps[steps:], r.needs[steps + 1:], self.tensors[tensors:], r.aliasing[aliasing:]
+        r.tensors_of = {k: v for k, v in r.tensors_of.items() if k <= steps}
+        for key in list(self.intermediate)[intermediate:]:
+            del self.intermediate[key]
+        r.nodes, r.slots = nodes, set(slots)
 
     def need(self, index: int, flags: int) -> None:
+        self.journal.append((index, self.region.needs[index]))
         self.region.needs[index] |= flags
 
     def check(self, check: Check, index: int, value: object) -> None:
@@ -190,7 +249,8 @@ class _Planner:
             name = source.attr
             if name == "__dict__":
                 if not isinstance(_class_lookup(type(value), "__dict__"),
-                                  type(_class_lookup(_Probe, "__dict__"))):
+                                  type(_class_lookup(_Probe, "__dict__"))) or \
+                        not _generic_lookup(type(value)):
                     raise _NotCoverable("a __dict__ that is not the instance dict")
                 self.need(index, OBJECT)
                 return self.add_value(index, INSTANCE_DICT, "__dict__"), vars(value)
@@ -200,10 +260,16 @@ class _Planner:
         raise _NotCoverable(type(source).__name__)
 
     def attribute(self, index: int, value: object, name: str) -> tuple[int, object]:
-        if not _plain_instance_attribute(value, name):
-            raise _NotCoverable(f"attribute {name!r} not read from an instance dict")
+        if _plain_instance_attribute(value, name):
+            self.need(index, OBJECT)
+            return self.add_value(index, ATTR, name), vars(value)[name]
+        found = _plain_class_attribute(value, name)
+        if found is None:
+            raise _NotCoverable(f"attribute {name!r} not read from an instance or class dict")
+        # NOTE: the object's record (type, version tag, instance dict version) fixes this
+        # read: the instance dict still lacks the name, the class and its bases are unchanged
         self.need(index, OBJECT)
-        return self.add_value(index, ATTR, name), vars(value)[name]
+        return self.add_value(index, CLASS_ATTR, name), found[0]
 
     def item(self, index: int, value: object, key: object) -> tuple[int, object]:
         if type(value) not in _DICT_TYPES or type(key) not in (str, int):
@@ -226,7 +292,7 @@ def _region_at(node: GuardNode, tensors: list[tuple[Any, ...]]) -> Region | None
     region = Region(node, root, needs=[0])
     mark = len(tensors)
     try:
-        _Planner(region, tensors).visit(node, 0, root)
+        _Planner(region, tensors).visit(node, 0, root, [node])
     except _NotCoverable:
         del tensors[mark:]
         return None

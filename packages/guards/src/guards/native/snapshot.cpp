@@ -5,8 +5,9 @@
 //
 // A region is a subtree of a guard rooted at an object pinned by identity (a module checked
 // with `L['self'] is obj`). Everything its checks read is reached from the root by plain
-// reads: an attribute found in an instance `__dict__`, the `__dict__` itself, an item of a
-// dict. `Snapshot.arm()` walks each region's program and records, in order:
+// reads: an attribute found in an instance `__dict__` or, missing there, a plain value of its
+// class (no descriptor: fixed by the instance dict's version and the class's version tag),
+// the `__dict__` itself, an item of a dict. `Snapshot.arm()` walks each region's program and records, in order:
 // - for every object whose attributes are read: its exact type, the type's version tag
 //   (`tp_version_tag`, reset by CPython on any change to the class or its bases), and its
 //   instance dict with that dict's version (`ma_version_tag`, which CPython gives a fresh,
@@ -35,7 +36,10 @@
 namespace {
 
 // The kinds of steps of a region program.
-enum StepKind : int { kAttr = 0, kInstanceDict = 1, kItem = 2 };
+// kClassAttr: an attribute its object's instance dict lacks, read from a class along the MRO
+// (a value that is no descriptor); the object's record (type, version tag, instance dict
+// version) keeps it fixed.
+enum StepKind : int { kAttr = 0, kInstanceDict = 1, kItem = 2, kClassAttr = 3 };
 
 // What a value of the program needs (bit flags, set by guards/snapshot.py).
 enum Needs : int {
@@ -283,7 +287,21 @@ bool arm_region(SnapshotObject* self, const Region& region) {
     PyObject* parent = values[static_cast<size_t>(step.parent)];
     PyObject* parent_dict = dicts[static_cast<size_t>(step.parent)];
     PyObject* value = nullptr;
-    if (step.kind == kInstanceDict || step.kind == kAttr) {
+    if (step.kind == kClassAttr) {
+      if (parent_dict == nullptr) {
+        ok = false;
+        break;
+      }
+      if (PyDict_GetItemWithError(parent_dict, step.key) != nullptr || PyErr_Occurred()) {
+        ok = false;  // NOTE: the instance dict shadows the class attribute now
+        break;
+      }
+      value = class_lookup(Py_TYPE(parent), step.key);
+      if (value != nullptr && Py_TYPE(value)->tp_descr_get != nullptr) {
+        ok = false;  // NOTE: a descriptor: the read binds or computes a new object
+        break;
+      }
+    } else if (step.kind == kInstanceDict || step.kind == kAttr) {
       if (parent_dict == nullptr) {
         ok = false;  // NOTE: the program reads attributes of a value it did not record
         break;
@@ -433,7 +451,7 @@ bool parse_step(PyObject* item, Step& step) {
                         &step.needs, &step.tensor)) {
     return false;
   }
-  if (step.kind < kAttr || step.kind > kItem) {
+  if (step.kind < kAttr || step.kind > kClassAttr) {
     PyErr_SetString(PyExc_ValueError, "snapshot step: bad kind");
     return false;
   }
