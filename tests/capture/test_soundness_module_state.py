@@ -242,3 +242,68 @@ def test_aot_eager_call_key_trusts_only_guarded_inputs() -> None:
         # call key reads nothing of them; the input image's offset is read.
         pinned = g.size - len(g.full) - len(g.offset)
         assert pinned >= 20 and len(g.offset) >= 1, (g.size, g.full, g.offset)
+
+
+class Settings:
+    """Reads attributes through its own `__getattribute__`, as transformers' configs do."""
+
+    def __init__(self) -> None:
+        self.shift = 0.0
+
+    def __getattribute__(self, name: str) -> Any:
+        return object.__getattribute__(self, name)
+
+
+class ScaledBase(nn.Module):
+    factor = 2.0  # NOTE: class attributes read through the instance
+
+
+class Scaled(ScaledBase):
+    use_tanh = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.settings = Settings()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.lin(x) * self.factor + self.settings.shift
+        return torch.tanh(h) if self.use_tanh else h
+
+
+@pytest.mark.parametrize("backend", BACKENDS_HERE)
+def test_class_attributes_and_custom_getattribute(backend: str) -> None:
+    """Class attributes (capture guards them on the class dicts) and a settings object
+    that only Python can read (a hole of the module's snapshot region), changed between
+    calls."""
+    changes: list[Callable[[Scaled], object]] = [
+        lambda m: setattr(Scaled, "use_tanh", True),
+        lambda m: setattr(ScaledBase, "factor", 3.0),
+        lambda m: setattr(m, "factor", 0.5),  # NOTE: shadows the class attribute
+        lambda m: delattr(m, "factor"),
+        lambda m: setattr(m.settings, "shift", 1.0),
+        lambda m: setattr(m, "settings", Settings()),
+        lambda m: m.lin.register_forward_hook(_hook),
+    ]
+    capture.reset()
+    torch.manual_seed(0)
+    model = Scaled()
+    compiled = capture.optimize(model, backend=backend)
+    x = torch.randn(3, 4)
+    try:
+        with torch.no_grad():
+            for step, change in enumerate([lambda m: None, *changes]):
+                change(model)
+                for repeat in range(2):
+                    assert_same(compiled(x), model(x), f"step {step} call {repeat + 1}")
+        from guards.native import load_native
+
+        native = load_native()
+        if native is not None and getattr(native, "SNAPSHOTS", 0):
+            fast = [entry.guard.source.split("def guard(L, G)")[-1]
+                    for wrapper in list(capture.frame._all_wrappers)
+                    for entry in wrapper.cache.entries if "snapshot_check" in entry.guard.source]
+            # NOTE: the settings object is a hole of the module's region, read in Python
+            assert fast and any(".settings" in f for f in fast), "no snapshot with a hole"
+    finally:
+        Scaled.use_tanh, ScaledBase.factor = False, 2.0
