@@ -74,42 +74,37 @@ def _child_key(source: Any) -> str:
     return child
 
 
-def _plain_instance_attribute(obj: object, name: str) -> bool:
-    """Whether `obj.<name>` reads `vars(obj)[name]`: the class looks attributes up the
-    generic way, has no data descriptor of that name, and the instance dict holds it."""
-    cls = type(obj)
-    if not _generic_lookup(cls):
-        return False
+def _instance_namespace(obj: object) -> dict[str, object] | None:
+    """The instance dict `obj.<name>` reads, when its class looks attributes up the generic
+    way and the instance dict is a plain dict; else None."""
+    if _class_lookup(type(obj), "__getattribute__") is not object.__dict__["__getattribute__"]:
+        return None
     try:
         namespace = vars(obj)
     except TypeError:
+        return None
+    return namespace if type(namespace) is dict else None
+
+
+def _plain_instance_attribute(obj: object, name: str) -> bool:
+    """Whether `obj.<name>` reads `vars(obj)[name]`: the class looks attributes up the
+    generic way, has no data descriptor of that name, and the instance dict holds it."""
+    namespace = _instance_namespace(obj)
+    if namespace is None or name not in namespace:
         return False
-    if type(namespace) is not dict or name not in namespace:
-        return False
-    found = _class_lookup(cls, name)
+    found = _class_lookup(type(obj), name)
     return found is None or not (hasattr(type(found), "__set__")
                                  or hasattr(type(found), "__delete__"))
-
-
-def _generic_lookup(cls: type) -> bool:
-    """Whether instances of `cls` look attributes up the generic way."""
-    return _class_lookup(cls, "__getattribute__") is object.__dict__["__getattribute__"]
 
 
 def _plain_class_attribute(obj: object, name: str) -> tuple[object] | None:
     """`(value,)` when `obj.<name>` is a plain class attribute: the lookup is the generic
     one, the instance dict (a dict) lacks the name, and a class along the MRO holds a value
     that is no descriptor (read as it is, not bound); else None."""
-    cls = type(obj)
-    if not _generic_lookup(cls):
+    namespace = _instance_namespace(obj)
+    if namespace is None or name in namespace:
         return None
-    try:
-        namespace = vars(obj)
-    except TypeError:
-        return None
-    if type(namespace) is not dict or name in namespace:
-        return None
-    for klass in cls.__mro__:
+    for klass in type(obj).__mro__:
         if name in klass.__dict__:
             found = klass.__dict__[name]
             return None if hasattr(type(found), "__get__") else (found,)
@@ -250,7 +245,7 @@ class _Planner:
             if name == "__dict__":
                 if not isinstance(_class_lookup(type(value), "__dict__"),
                                   type(_class_lookup(_Probe, "__dict__"))) or \
-                        not _generic_lookup(type(value)):
+                        _instance_namespace(value) is None:
                     raise _NotCoverable("a __dict__ that is not the instance dict")
                 self.need(index, OBJECT)
                 return self.add_value(index, INSTANCE_DICT, "__dict__"), vars(value)
