@@ -1,6 +1,7 @@
 """Host cost of one call in default mode (no CUDA graphs): our step and torch.compile's,
-each timed queued (host time per call), as wall time and synchronized after every call, and
-a cProfile of 100 synchronized steps of ours. Usage (device box, after `source
+each timed queued (host time per call), as wall time and synchronized after every call;
+where our step synchronizes with the GPU, if anywhere (CUDA's sync debug mode); and a
+cProfile of 100 synchronized steps of ours. Usage (device box, after `source
 tools/device/install.sh`, from tools/bench):
 
     python3 ../device/dfhost.py mobilenetv3 [infer|train] [--dtype bfloat16]
@@ -13,7 +14,7 @@ import sys
 import torch
 import zoo
 from gpuprof import gpu_model, model_parser
-from rohost import _host_profile, _times
+from rohost import _host_profile, _syncs, _times
 
 
 def main(argv: list[str]) -> int:
@@ -30,6 +31,7 @@ def main(argv: list[str]) -> int:
     for name, step in (("eager", eager), ("ours", ours), ("torch.compile", theirs),
                        ("ours again", ours)):
         print(f"{name:14s}: {_times(step)}")
+    _syncs(ours)  # NOTE: a synchronizing call inside the step makes it host + GPU time
     _host_profile(ours)
     return 0
 
