@@ -103,3 +103,24 @@ def test_an_output_taking_over_a_freed_buffer_is_not_a_view() -> None:
     torch.testing.assert_close(g, f(x, w)[1])
     g.add_(1)  # NOTE: its own tensor: in-place use is the caller's business
     torch.testing.assert_close(g, f(x, w)[1] + 1)
+
+
+def test_a_freed_matmul_output_is_taken_over_by_a_kernel_output() -> None:
+    """A matmul's output (a fresh row-major tensor) goes to the pool once dead: a later
+    kernel output of the same extent takes over its memory instead of allocating."""
+    def f(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor,
+          w3: torch.Tensor) -> torch.Tensor:
+        h = x @ w1  # NOTE: [8, 16] from mm, dead after the sum
+        y = (h * 2).sum(0, keepdim=True) @ w2  # NOTE: [1, 16]
+        return w3 + y  # NOTE: [8, 16], allocated after h died: h's memory
+
+    torch.manual_seed(0)
+    x, w1, w2, w3 = torch.randn(8, 4), torch.randn(4, 16), torch.randn(16, 16), torch.randn(8, 16)
+    gm = trace_aten(f, [x, w1, w2, w3])
+    compiled = compile_aten(gm, [x, w1, w2, w3])
+    source = compiled.wrapper_source
+    mm_out = source.split(" = ", 2)[0].split()[-1]  # NOTE: the first line's buffer: x @ w1
+    assert f"= {mm_out}; del {mm_out}  # reuse" in source, source
+    for _ in range(2):
+        (out,) = compiled(x, w1, w2, w3)
+        torch.testing.assert_close(out, f(x, w1, w2, w3))

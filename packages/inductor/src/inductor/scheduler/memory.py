@@ -4,7 +4,7 @@ In: the scheduled steps, the graph's buffers, inputs and outputs. Out: a `Memory
 says, per step, which buffers the wrapper allocates before it (fresh, or taking over a
 freed buffer of the same dtype and extent of memory, in its own sizes and strides) and
 which it frees or returns to the pool after it (only those a later allocation takes over:
-the others are freed). The wrapper only renders the plan; targets never see it.
+the others are freed). Freed outputs of matmuls (`FRESH_OUTPUT_OPS`) are pooled too. The wrapper only renders the plan; targets never see it.
 
 A boxed wrapper (`free_inputs`: it holds the only references to its inputs, `aotgrad.boxed`)
 frees its inputs too: each after its last use, one that no step reads before the first
@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+import torch
 
 from inductor.ir.layout import Layout
 from inductor.ir.nodes import Buffer, BufferView, ConstantBuffer, ExternKernel, InputBuffer
@@ -43,6 +45,13 @@ class MemoryPlan:
     allocated: set[str]  # buffers the wrapper allocates (storage offset 0)
     #: inputs deleted before the first step (no step reads them, no output is one)
     free_first: list[str] = field(default_factory=list)
+
+
+#: Extern ops whose one output is a fresh tensor in its meta layout (row-major; the wrapper
+#: checks none of them): a freed output of theirs is pooled like a buffer the wrapper
+#: allocated. (A convolution's output may come in another memory format than its meta.)
+FRESH_OUTPUT_OPS: frozenset[object] = frozenset(
+    getattr(torch.ops.aten, name).default for name in ("mm", "addmm", "bmm", "baddbmm"))
 
 
 def layout_key(lay: Layout) -> tuple[Any, ...]:
@@ -98,6 +107,7 @@ def plan_memory(steps: list[Step], buffers: dict[str, Buffer], input_names: list
             if free_inputs else inputs)
     pool: dict[tuple[Any, ...], list[str]] = {}
     allocated: set[str] = set()
+    fresh: set[str] = set()  # NOTE: outputs of FRESH_OUTPUT_OPS: pooled once dead
     plan: list[StepMemory] = []
     for pos, step in enumerate(steps):
         mem = StepMemory()
@@ -108,13 +118,17 @@ def plan_memory(steps: list[Step], buffers: dict[str, Buffer], input_names: list
                 free = pool.get(layout_key(n.layout))
                 mem.allocate.append(Allocation(n.name, free.pop() if free else None))
                 allocated.add(n.name)
+        elif (step.op in FRESH_OUTPUT_OPS and len(step.outputs) == 1
+              and step.outputs[0].path == () and not step.aliases_inputs):
+            fresh.add(step.outputs[0].name)
         for name in sorted(n for n, p in last.items() if p == pos):
             if name in forever or name in kept:
                 continue
             buf = buffers.get(name)
             if isinstance(buf, ConstantBuffer):
                 continue
-            if name in allocated and buf is not None and name not in inputs:
+            if (name in allocated or name in fresh) and buf is not None \
+                    and name not in inputs:
                 pool.setdefault(layout_key(buf.layout), []).append(name)
                 mem.pool.append(name)
             else:
