@@ -562,7 +562,8 @@ def main(argv: list[str]) -> int:
     names = [n for n in (args.models.split(",") if args.models else MODELS) if n]
     rows: list[Row] = []
     modes = [m for m in (False, True) if not (m and args.no_train or not m and args.no_infer)]
-    print(f"device {DEVICE}, dtype {args.dtype}, torch {torch.__version__}, threads {torch.get_num_threads()}, caches {_CACHE_ROOT}")
+    print(f"device {DEVICE}, dtype {args.dtype}, torch {torch.__version__}, "
+          f"threads {torch.get_num_threads()}, caches {_CACHE_ROOT}")
     header = (f"{'model':<15}{'mode':<6}{'path':<11}{'eager ms':>9}{'ours x':>8}"
               f"{'ours q1-q3':>12}{'torch x':>8}{'o/tc':>6}"
               f"{'ok':>6}{'cold s':>8}{'warm s':>8}{'disk s':>8}{'tc cold':>8}{'tc warm':>8}")

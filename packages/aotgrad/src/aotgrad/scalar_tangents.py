@@ -1,8 +1,8 @@
 """Backwards for gradients that are one value broadcast to an output's shape.
 
 `out.sum().backward()` hands the compiled backward the gradient of `out` as a scalar
-expanded to `out`'s shape: every stride 0 (`.mean()`'s is divided by autograd first: dense). The backward was compiled for a
-contiguous tangent, and copying the gradient to one writes and then reads a tensor of
+expanded to `out`'s shape: every stride 0 (`.mean()`'s is divided by autograd first:
+dense). The backward was compiled for a contiguous tangent, and copying the gradient to one writes and then reads a tensor of
 `out`'s size: on the CPU a third of a pointwise layer's training step (ELU over 2048x1024:
 4.05 ms against 2.64 with a contiguous gradient). Instead, a variant of the backward is
 compiled for that tangent with zero strides (`restride_backward`: its other values derived

@@ -4,8 +4,10 @@ A guard on a module reads, on every call, the same few hundred attributes, hook 
 `__dict__` entries of objects pinned by identity (`L['self'] is <module>`). A *region* is a
 subtree rooted at such a pinned object whose every read is a plain one (an attribute held in
 an instance `__dict__`, or a plain class attribute the instance dict lacks, the `__dict__`
-itself, an item of a dict, a module's parameter, buffer or child) and whose every check depends only on the identity of what it reads, on
-immutable constants, on dict contents, on types, or on tensor metadata. The native
+itself, an item of a dict, a module's parameter, buffer or child) and whose every check
+depends only on the identity of what it reads, on immutable constants, on dict contents, on
+types, or on tensor metadata. A subtree below the root that is not so is a *hole*: the fast
+path reads down to it and checks it in Python. The native
 `Snapshot` (guards/native/snapshot.cpp) records the versions of the dicts such a region
 reads; while none changed, and no recorded type or tensor changed, the region's checks
 still hold. The generated guard then checks, per call, the region root's identity in Python
@@ -169,20 +171,19 @@ class _Planner:
                 child_index, child_value = self.read(child.source, index, value)
                 self.visit(child, child_index, child_value, [*path, child])
             except _NotCoverable:
-                self._rollback(mark)
-                self.region.holes = [h for h in self.region.holes if len(h) <= len(path)
-                                     or h[len(path)] is not child]
+                self._rollback(mark)  # NOTE: the holes found inside it go too
                 self.region.holes.append([*path, child])
 
-    def _mark(self) -> tuple[int, int, int, int, int, frozenset[str], int]:
+    def _mark(self) -> tuple[int, int, int, int, int, frozenset[str], int, int]:
         r = self.region
         return (len(r.steps), len(self.tensors), len(self.journal), len(self.intermediate),
-                r.nodes, frozenset(r.slots), len(r.aliasing))
+                r.nodes, frozenset(r.slots), len(r.aliasing), len(r.holes))
 
-    def _rollback(self, mark: tuple[int, int, int, int, int, frozenset[str], int]) -> None:
+    def _rollback(self, mark: tuple[int, int, int, int, int, frozenset[str], int, int]) -> None:
         """Forget what a failed subtree added to the program (a hole is not armed)."""
-        steps, tensors, journal, intermediate, nodes, slots, aliasing = mark
+        steps, tensors, journal, intermediate, nodes, slots, aliasing, holes = mark
         r = self.region
+        del r.holes[holes:]
         while len(self.journal) > journal:
             index, before = self.journal.pop()
             if index < len(r.needs):

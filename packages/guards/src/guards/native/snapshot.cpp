@@ -7,7 +7,8 @@
 // with `L['self'] is obj`). Everything its checks read is reached from the root by plain
 // reads: an attribute found in an instance `__dict__` or, missing there, a plain value of its
 // class (no descriptor: fixed by the instance dict's version and the class's version tag),
-// the `__dict__` itself, an item of a dict. `Snapshot.arm()` walks each region's program and records, in order:
+// the `__dict__` itself, an item of a dict. `Snapshot.arm()` walks each region's program and
+// records, in order:
 // - for every object whose attributes are read: its exact type, the type's version tag
 //   (`tp_version_tag`, reset by CPython on any change to the class or its bases), and its
 //   instance dict with that dict's version (`ma_version_tag`, which CPython gives a fresh,

@@ -21,7 +21,7 @@ from inductor.ir.checks import ERR_PARAM, ErrorSlots, new_error_slots, raise_ker
 from inductor.ir.layout import Layout
 from inductor.ir.nodes import Buffer, BufferView, ExternKernel
 from inductor.scheduler.fusion import FusedGroup, Step
-from inductor.scheduler.memory import Allocation, MemoryPlan
+from inductor.scheduler.memory import FRESH_OUTPUT_OPS, Allocation, MemoryPlan
 from inductor.symbols import pyexpr, pysizes
 from inductor.targets import Kernel, Target
 
@@ -287,7 +287,7 @@ class WrapperGen:
                 sub = "".join(f"[{i}]" for i in o.path)
                 self.lines.append(f"    {o.name} = {step.name}{sub}")
             self.lines.append(f"    del {step.name}")
-        if step.op in _DIRECT_EXTERNS and step.op is not torch.ops.aten.convolution.default:
+        if step.op in FRESH_OUTPUT_OPS:
             return  # matmuls: fresh row-major outputs, their meta layout
         # NOTE: a convolution's output follows its input's memory format, and an input that
         # eager keeps channels-last (relu of a channels-last x) may be stored contiguous here

@@ -4,7 +4,8 @@ In: the scheduled steps, the graph's buffers, inputs and outputs. Out: a `Memory
 says, per step, which buffers the wrapper allocates before it (fresh, or taking over a
 freed buffer of the same dtype and extent of memory, in its own sizes and strides) and
 which it frees or returns to the pool after it (only those a later allocation takes over:
-the others are freed). Freed outputs of matmuls (`FRESH_OUTPUT_OPS`) are pooled too. The wrapper only renders the plan; targets never see it.
+the others are freed). Freed outputs of matmuls (`FRESH_OUTPUT_OPS`) are pooled too. The
+wrapper only renders the plan; targets never see it.
 
 A boxed wrapper (`free_inputs`: it holds the only references to its inputs, `aotgrad.boxed`)
 frees its inputs too: each after its last use, one that no step reads before the first
