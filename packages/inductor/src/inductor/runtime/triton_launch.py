@@ -18,12 +18,10 @@ a GPU timed) once per size bucket (the powers of two at or above xnumel and rnum
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import itertools
 import json
 import logging
-import operator
 import os
 import threading
 from collections.abc import Sequence
@@ -35,6 +33,7 @@ import torch
 from inductor import config
 from inductor.codegen.triton import LAUNCH_DEBUG, TritonKernel
 from inductor.codegen.triton_rules import PERSISTENT_MAX, triton_configs
+from inductor.runtime.triton_fastpath import FastPath
 from inductor.runtime.triton_interp import interpreting
 from inductor.runtime.triton_workers import Batch, WarmJob
 
@@ -86,104 +85,6 @@ def _pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-class FastPath:
-    """After the first launch of one `@triton.jit` function, later launches go through its
-    compiled kernel directly while the tensors keep the first call's alignment."""
-
-    def __init__(self) -> None:
-        self.compiled: Any = None
-        self.grid: tuple[int, ...] = ()
-        self.align: tuple[bool, ...] = ()
-        self.extra: tuple[int, ...] = ()
-        self.on = True  # NOTE: off once a compiled kernel refused our arguments
-        self.direct: tuple[Any, ...] | None = None  # see _direct
-        self.looked = False  # NOTE: whether _direct was asked (once: its answer stands)
-        self.tensors: tuple[int, ...] = ()  # positions of the tensor arguments
-        self.all_aligned = False
-        self.pick: Any = None  # NOTE: picks the tensor arguments when all were aligned
-
-    def call(self, args: Sequence[Any]) -> bool:
-        """Launch through the compiled kernel; False when the caller must use the JIT."""
-        if self.compiled is None or not self._aligned(args):
-            return False
-        if self.direct is not None:
-            run, g0, g1, g2, function, packed = self.direct
-            # NOTE: what `compiled[grid](*args)` does, minus building a runner closure and
-            # looking up launch hooks per call (none were set when this was kept)
-            stream = torch._C._cuda_getCurrentRawStream(torch._C._cuda_getDevice())
-            run(g0, g1, g2, stream, function, packed, None, None, None, *args, *self.extra)
-            return True
-        try:
-            self.compiled[self.grid](*args, *self.extra)
-        except TypeError:
-            # NOTE: Triton versions differ in whether a compiled kernel takes its
-            # constexpr arguments; the count is checked before anything launches
-            if not self.extra:
-                self.compiled = None
-                self.on = False
-                return False
-            self.extra = ()
-            self.compiled[self.grid](*args)
-        if not self.looked:
-            self.looked = True
-            self.direct = self._direct()
-        return True
-
-    def _aligned(self, args: Sequence[Any]) -> bool:
-        """Whether the tensors keep the first call's alignment; when all were aligned, one
-        OR over their addresses in C calls instead of a Python loop."""
-        if self.pick is not None:
-            return not functools.reduce(operator.or_, map(_DATA_PTR, self.pick(args))) & 15
-        return _alignment(args, self.tensors) == self.align
-
-    def keep(self, compiled: Any, grid: tuple[int, ...], args: Sequence[Any],
-             constexprs: tuple[int, ...]) -> None:
-        """Remember what the JIT launch returned, for later calls."""
-        if self.compiled is None and self.on and hasattr(compiled, "__getitem__"):
-            self.compiled = compiled
-            self.grid = grid + (1,) * (3 - len(grid))
-            self.tensors = tuple(i for i, a in enumerate(args) if isinstance(a, torch.Tensor))
-            self.align = _alignment(args, self.tensors)
-            self.all_aligned = all(self.align) and len(self.tensors) > 1
-            self.pick = operator.itemgetter(*self.tensors) if self.all_aligned else None
-            self.extra = constexprs
-            self.direct = None  # NOTE: set once a launch through the runner took our arguments
-            self.looked = False
-
-    def _direct(self) -> tuple[Any, ...] | None:
-        """The compiled kernel's C launcher and what it takes, when this Triton has the
-        layout we know (`run(grid, stream, function, packed_metadata, launch_metadata, enter
-        hook, exit hook, *args)`) and no launch hooks are set; else None (the runner). A hook
-        is unset when it is None or, on Triton versions that keep hooks in a chain, the
-        chain is empty."""
-        c = self.compiled
-        try:
-            from triton import knobs  # type: ignore[import-untyped]  # NOTE: no type hints
-
-            hooks = (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook)
-            c._init_handles()
-            direct = (c.run, *self.grid, c.function, c.packed_metadata)
-        except (ImportError, AttributeError):
-            return None
-        if any(_hook_set(h) for h in hooks) or not torch.cuda.is_available():
-            return None
-        return direct
-
-
-def _hook_set(hook: Any) -> bool:
-    """Whether a Triton launch hook would run: None, or an empty hook chain, does not."""
-    if hook is None:
-        return False
-    calls = getattr(hook, "calls", None)
-    return calls is None or len(calls) > 0
-
-
-def _alignment(args: Sequence[Any], tensors: tuple[int, ...]) -> tuple[bool, ...]:
-    """Which tensor arguments (at `tensors`) start on a 16-byte boundary: Triton specializes
-    a compiled kernel on it."""
-    return tuple(args[i].data_ptr() % 16 == 0 for i in tensors)
-
-
 class Launcher:
     """Calls one kernel: `launcher(*tensors_and_scalars)`."""
 
@@ -202,6 +103,10 @@ class Launcher:
                 self.config = None
         self.fast = FastPath()
         self.fast_final = FastPath()
+        #: a split reduction's per-call constants (`_split_plan`): workspace numel and
+        #: dtypes, the first tensor argument's position (its device), the final kernel's
+        #: configuration, the debug launch options
+        self._split_consts: tuple[Any, ...] | None = None
         self._numels: Any = None
         self._by_bucket: dict[tuple[int, int], tuple[int, int, int]] = {}
         self.warmed = False
@@ -315,20 +220,28 @@ class Launcher:
             self.config = self._tune(args)
         self._run_split(self.config, args, keep=True)
 
+    def _split_plan(self, args: Sequence[Any]) -> tuple[Any, ...]:
+        """What every launch of this split reduction computes alike (computed once)."""
+        if self._split_consts is None:
+            k = self.kernel
+            first = next(i for i, a in enumerate(args) if isinstance(a, torch.Tensor))
+            dtypes = tuple(getattr(torch, dt) for dt in k.workspaces)
+            debug = dict(LAUNCH_DEBUG) if k.debug else {}
+            self._split_consts = (k.xnumel * k.split, dtypes, first, self._final_config(),
+                                  debug)
+        return self._split_consts
+
     def _run_split(self, cfg: tuple[int, int, int], args: Sequence[Any],
                    keep: bool = False) -> None:
         """A split reduction: each program's partials of its chunk of a block of rows into
         fresh workspaces (`[rows, split]`), then the final kernel over blocks of rows."""
         k = self.kernel
-        device = next(a.device for a in args if isinstance(a, torch.Tensor))
-        ws = [torch.empty(k.xnumel * k.split, dtype=getattr(torch, dt), device=device)
-              for dt in k.workspaces]
-        full = [*args, *ws]
-        xb, rb, warps = cfg
-        grid = (k.split, _cdiv(k.xnumel, xb))
-        fxb, frb, fgrid, fwarps = self._final_config()
-        debug = dict(LAUNCH_DEBUG) if k.debug else {}
+        numel, dtypes, first, final, debug = self._split_plan(args)
+        device = args[first].device
+        full = (*args, *[torch.empty(numel, dtype=dt, device=device) for dt in dtypes])
         if not (keep and self.fast.call(full)):
+            xb, rb, warps = cfg
+            grid = (k.split, _cdiv(k.xnumel, xb))
             if k.interpret:
                 self.fn[grid](*full, XBLOCK=xb, RBLOCK=rb)
             else:
@@ -336,6 +249,7 @@ class Launcher:
                 if keep:
                     self.fast.keep(c, grid, full, (xb, rb))
         if not (keep and self.fast_final.call(full)):
+            fxb, frb, fgrid, fwarps = final
             if k.interpret:
                 self.final[fgrid](*full, XBLOCK=fxb, RBLOCK=frb)
             else:

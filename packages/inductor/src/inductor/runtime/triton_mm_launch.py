@@ -24,9 +24,9 @@ import torch
 
 from inductor import config
 from inductor.codegen.triton import LAUNCH_DEBUG, MatmulPlan, TritonKernel
+from inductor.runtime.triton_fastpath import FastPath
 from inductor.runtime.triton_interp import interpreting
 from inductor.runtime.triton_launch import (
-    FastPath,
     Launcher,
     kernel_module,
     load_triton_kernels,
