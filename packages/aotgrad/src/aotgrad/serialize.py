@@ -62,11 +62,27 @@ class _Pickler(pickle.Pickler):
             raise Uncacheable("a fake tensor")
         if isinstance(obj, type):
             return _by_alias(obj)
+        if isinstance(obj, types.FunctionType) and "<" in obj.__qualname__:
+            held = _held_as(obj)
+            return NotImplemented if held is None else (_module_attr, held)
         return NotImplemented
 
 
 def _module_attr(module: str, name: str) -> Any:
     return getattr(importlib.import_module(module), name)
+
+
+def _held_as(fn: Any) -> tuple[str, str] | None:
+    """(module, name) when a function made inside another (its qualified name has
+    `<locals>`) is its module's attribute under its own `__name__`: torch's
+    `F.max_pool2d` is `boolean_dispatch.<locals>.fn` renamed. Else None."""
+    module, name = getattr(fn, "__module__", None), getattr(fn, "__name__", None)
+    if not (isinstance(module, str) and isinstance(name, str)):
+        return None
+    owner = sys.modules.get(module)
+    if owner is None or getattr(owner, name, None) is not fn:
+        return None
+    return module, name
 
 
 def _by_alias(cls: type) -> Any:
@@ -165,6 +181,8 @@ def _name(obj: Any) -> str:
         elif isinstance(owner, type):
             module = f"{owner.__module__}.{owner.__qualname__}"
         qualname = obj.__name__
+    if qualname and "<" in qualname and (held := _held_as(obj)) is not None:
+        module, qualname = held
     if not module or not qualname or "<" in qualname:
         raise Uncacheable(f"{obj!r} has no stable name")
     return f"{module}.{qualname}"
