@@ -41,7 +41,7 @@ from typing import Any
 import torch
 import torch.fx
 
-__all__ = ["claim", "guard_graph", "needs_guard"]
+__all__ = ["GuardedGraph", "claim", "guard_graph", "needs_guard"]
 
 log = logging.getLogger("capture")
 
@@ -139,25 +139,32 @@ def needs_guard(gm: torch.fx.GraphModule, has_side_effects: bool) -> bool:
     return has_side_effects or _switches_grad_mode(gm)
 
 
-def guard_graph(compiled: Callable[..., Any], gm: torch.fx.GraphModule,
-                code: object) -> Callable[..., Any]:
-    """`compiled`, whose exceptions are marked for an eager rerun of the frame of `code`
-    when the failed run left no trace (see the module doc)."""
-    random = _draws_random(gm)
-    tensor = torch.Tensor
-    is_grad_enabled = torch.is_grad_enabled
-    copied = tuple(mutated_inputs(gm)) if _runs_graph_as_is(compiled, gm) else ()
+class GuardedGraph:
+    """A compiled graph whose exceptions are marked for an eager rerun of the frame of
+    `code` when the failed run left no trace (see the module doc). `random`: the graph may
+    draw random numbers (the CPU RNG state is saved per call); `copied`: the positions of
+    the inputs copied before each call (a graph run as it is). A class, not a closure, so
+    the frame disk cache (`compiler.frame_cache`) can record and rebuild it."""
 
-    def run_graph(*args: Any) -> Any:
-        grad = is_grad_enabled()
+    def __init__(self, compiled: Callable[..., Any], random: bool, copied: tuple[int, ...],
+                 code: object) -> None:
+        self.compiled = compiled
+        self.random = random
+        self.copied = copied
+        self.code = code
+
+    def __call__(self, *args: Any) -> Any:
+        grad = torch.is_grad_enabled()
+        tensor = torch.Tensor
         try:
             versions: list[int] | None = [a._version for a in args if isinstance(a, tensor)]
         except RuntimeError:  # NOTE: inference tensors have no version counter
             versions = None
-        rng = torch.get_rng_state() if random else None
+        rng = torch.get_rng_state() if self.random else None
+        copied = self.copied
         saved = _copy_inputs(args, copied) if copied and versions is not None else None
         try:
-            return compiled(*args)
+            return self.compiled(*args)
         except Exception as error:
             torch._C._set_grad_enabled(grad)
             if saved and versions is not None:
@@ -166,14 +173,20 @@ def guard_graph(compiled: Callable[..., Any], gm: torch.fx.GraphModule,
                     a._version for a in args if isinstance(a, tensor)]:
                 if rng is not None:
                     torch.set_rng_state(rng)
-                _mark(error, code)
+                _mark(error, self.code)
             else:
                 log.debug("capture: a graph of %s raised %s after changing an input in place; "
-                          "side effects before it are not replayed", getattr(code, "co_name", "?"),
-                          type(error).__name__)
+                          "side effects before it are not replayed",
+                          getattr(self.code, "co_name", "?"), type(error).__name__)
             raise
 
-    return run_graph
+
+def guard_graph(compiled: Callable[..., Any], gm: torch.fx.GraphModule,
+                code: object) -> GuardedGraph:
+    """`compiled`, whose exceptions are marked for an eager rerun of the frame of `code`
+    when the failed run left no trace (see the module doc)."""
+    copied = tuple(mutated_inputs(gm)) if _runs_graph_as_is(compiled, gm) else ()
+    return GuardedGraph(compiled, _draws_random(gm), copied, code)
 
 
 def _copy_inputs(args: tuple[Any, ...],

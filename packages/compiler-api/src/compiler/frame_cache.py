@@ -18,7 +18,10 @@ warm process installs it without capturing:
   the captured torch-level graph as code.
 
 A record is made only when everything in it is portable: a frame compiled without a graph
-break, whose transformed code holds only immutable constants besides its graphs, whose
+break, whose transformed code holds only immutable constants besides its graphs (each
+graph as it is, or wrapped for an eager rerun when it raises, `capture.graph_errors`: a
+frame with side effects to replay; the wrapper is rebuilt on load) and the globals of
+modules it writes to (by module name), whose
 guards `portable_guards.encode` can describe, and whose graphs take every tensor as an input
 (no parameters held in the graph) with torch's or Python's own callables only. Anything else
 is captured in every process, as before.
@@ -36,8 +39,10 @@ capture's option `frame_disk_cache` (`CAPTURE_FRAME_DISK_CACHE=0` turns it off).
 from __future__ import annotations
 
 import hashlib
+import importlib
 import logging
 import marshal
+import sys
 import types
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -53,6 +58,7 @@ from aotgrad.api import AotCompiled
 from aotgrad.backend import BackendCallable
 from capture import frame_store
 from capture.frame import CompiledFunction
+from capture.graph_errors import GuardedGraph
 
 from compiler import portable_guards
 from compiler.precompile import _compilers
@@ -61,7 +67,7 @@ __all__ = ["MAX_RECORDS", "FrameDiskCache", "install"]
 
 log = logging.getLogger("compiler.frame_cache")
 
-FORMAT = "compiler-frame-v1"
+FORMAT = "compiler-frame-v2"
 #: Records kept per frame key (per code object, backend and options), each in its own slot.
 MAX_RECORDS = 8
 _BACKENDS = ("inductor", "aot_eager")
@@ -190,31 +196,57 @@ def _check_constant(value: Any) -> None:
         raise NotRecordable(f"a {type(value).__name__} constant in the transformed code")
 
 
-def _strip(code: types.CodeType) -> tuple[bytes, list[int], list[BackendCallable]]:
-    """The transformed code without its graphs (marshalled), their positions among its
-    constants, and the graphs."""
+def _module_named(value: Any) -> str | None:
+    """The name of the module whose globals `value` is (the transformed code writes another
+    module's global through its dict), else None."""
+    name = value.get("__name__") if type(value) is dict else None
+    module = sys.modules.get(name) if isinstance(name, str) else None
+    return name if module is not None and vars(module) is value else None
+
+
+def _strip(code: types.CodeType) -> tuple[bytes, dict[str, Any], list[BackendCallable]]:
+    """The transformed code without its graphs and module globals (marshalled), where they
+    were among its constants (`places`: "positions" of the graphs, per graph whether it was
+    wrapped for an eager rerun on an exception (`GuardedGraph`: its `random` flag) or not
+    (None), and the names of the modules whose globals sit at "modules"), and the graphs. A
+    wrapped graph that copies inputs (one run as it is, never an aotgrad backend's) is not
+    recordable."""
     consts = list(code.co_consts)
     positions: list[int] = []
     graphs: list[BackendCallable] = []
+    guarded: list[bool | None] = []
+    modules: list[tuple[int, str]] = []
     for i, value in enumerate(consts):
-        if isinstance(value, BackendCallable):
+        inner = value.compiled if isinstance(value, GuardedGraph) and not value.copied else value
+        if isinstance(inner, BackendCallable):
             positions.append(i)
-            graphs.append(value)
+            graphs.append(inner)
+            guarded.append(value.random if inner is not value else None)
+            consts[i] = None
+        elif (module := _module_named(value)) is not None:
+            modules.append((i, module))
             consts[i] = None
         else:
             _check_constant(value)
-    return marshal.dumps(code.replace(co_consts=tuple(consts))), positions, graphs
+    places = {"positions": positions, "guarded": guarded, "modules": modules}
+    return marshal.dumps(code.replace(co_consts=tuple(consts))), places, graphs
 
 
-def _restore(data: bytes, positions: Sequence[int], graphs: Sequence[Any]) -> types.CodeType:
+def _restore(data: bytes, places: dict[str, Any], graphs: Sequence[Any],
+             frame: types.CodeType) -> types.CodeType:
     code = marshal.loads(data)  # NOTE: our own entry, verified by its content hash
     if not isinstance(code, types.CodeType):
         raise TypeError("not a code object")
     consts = list(code.co_consts)
-    for position, graph in zip(positions, graphs, strict=True):
+    for position, graph, random in zip(places["positions"], graphs, places["guarded"],
+                                       strict=True):
         if consts[position] is not None:
             raise ValueError("a graph's place holds a constant")
-        consts[position] = graph
+        consts[position] = graph if random is None else GuardedGraph(graph, random, (), frame)
+    for position, module in places["modules"]:
+        if consts[position] is not None:
+            raise ValueError("a module's place holds a constant")
+        consts[position] = vars(importlib.import_module(module))
     return code.replace(co_consts=tuple(consts))
 
 
@@ -261,9 +293,9 @@ class FrameDiskCache:
             return
         store, fw, decompositions, _ = setting
         try:
-            data, positions, graphs = _strip(code)
-            record = {"guards": portable_guards.encode(tree), "code": data,
-                      "positions": positions, "graphs": [_graph_token(g, fw) for g in graphs]}
+            data, places, graphs = _strip(code)
+            record = {"guards": portable_guards.encode(tree), "code": data, "places": places,
+                      "graphs": [_graph_token(g, fw) for g in graphs]}
             key = _frame_key(cf, fw, decompositions)
             serialize.dumps(record)
         except (NotRecordable, portable_guards.NotPortable, aot_cache.Uncacheable,
@@ -326,7 +358,7 @@ class FrameDiskCache:
                 continue
             try:
                 graphs = [_load_graph(t, fw, decompositions, values) for t in record["graphs"]]
-                return tree, _restore(record["code"], record["positions"], graphs)
+                return tree, _restore(record["code"], record["places"], graphs, cf.code)
             except Exception as exc:  # noqa: BLE001 - a damaged record: a miss
                 store.discard(_slot_key(key, slot),
                               f"cannot be loaded ({type(exc).__name__}: {exc})")

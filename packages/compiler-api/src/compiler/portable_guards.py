@@ -85,15 +85,32 @@ def code_digest(code: types.CodeType) -> str:
 
 
 def _resolve(module: str, qualname: str) -> Any:
-    """The object `module.qualname` of an already imported module (nothing is imported)."""
+    """The object `module.qualname` of an already imported module (nothing is imported).
+    Each `#` after the name is one step down a decorator's `__wrapped__` (a function the
+    module holds only wrapped, see `_name`)."""
     value: Any = sys.modules.get(module)
+    named, _, accessor = qualname.partition(":")
+    path = named.rstrip("#")
     if value is None or "<" in qualname:
         raise NotPortable(f"{module}.{qualname} cannot be found by name")
-    for part in qualname.split("."):
+    for part in path.split("."):
         value = getattr(value, part, _MISSING)
         if value is _MISSING:
             raise NotPortable(f"{module}.{qualname} not found")
+    if accessor in _ACCESSORS:  # NOTE: `:fset`: a property's setter, found through it
+        if not isinstance(value, property):
+            raise NotPortable(f"{module}.{path} is not a property")
+        return getattr(value, accessor)
+    for _ in range(len(named) - len(path)):
+        value = getattr(value, "__wrapped__", _MISSING)
+        if value is _MISSING:
+            raise NotPortable(f"{module}.{path} is not wrapped")
     return value
+
+
+#: how many decorators deep `_name` looks for a function its module holds wrapped
+_UNWRAP_DEPTH = 4
+_ACCESSORS = ("fget", "fset", "fdel")
 
 
 _MISSING = object()
@@ -118,9 +135,20 @@ def _name(obj: Any) -> tuple[str, str]:
         qualname = getattr(obj, "__qualname__", None)
     if not isinstance(module, str) or not isinstance(qualname, str):
         raise NotPortable(f"{type(obj).__qualname__} object has no name")
-    if _resolve(module, qualname) is not obj:
-        raise NotPortable(f"{module}.{qualname} is another object")
-    return module, qualname
+    found = _resolve(module, qualname)
+    if isinstance(found, property):  # NOTE: a property's getter or setter under its name
+        for accessor in _ACCESSORS:
+            if getattr(found, accessor) is obj:
+                return module, f"{qualname}:{accessor}"
+    for depth in range(_UNWRAP_DEPTH + 1):
+        if found is obj:
+            return module, qualname + "#" * depth
+        found = getattr(found, "__wrapped__", None)
+        if found is None:
+            break
+    # NOTE: a decorated method (transformers' `forward`s) is checked as the function
+    # under its decorators; the class holds the wrapper under that function's name
+    raise NotPortable(f"{module}.{qualname} is another object")
 
 
 def _class_ref(cls: type) -> Encoded:
@@ -211,6 +239,10 @@ def _object(obj: Any) -> Encoded:
                         types.GetSetDescriptorType, types.MemberDescriptorType)):
         module, qualname = _name(obj)
         return ("named", module, qualname, type(obj).__qualname__)
+    if type(obj) is tuple:  # NOTE: immutable: the same items make it the same tuple
+        return ("tuple", tuple(_object(item) for item in obj))
+    if isinstance(obj, property) and (place := _property_place(obj)) is not None:
+        return ("property", _class_ref(place[0]), place[1], code_digest(place[2].__code__))
     if isinstance(obj, (torch.Tensor, torch._ops.OpOverload, torch._ops.OpOverloadPacket,
                         types.MappingProxyType, staticmethod, classmethod, property)):
         raise NotPortable(f"a {type(obj).__qualname__} checked by identity")
@@ -218,6 +250,35 @@ def _object(obj: Any) -> Encoded:
     if cls.__module__ == "builtins" and cls not in (list, dict, set, object):
         raise NotPortable(f"a {cls.__qualname__} checked by identity")
     return ("instance", _class_ref(cls))
+
+
+def _property_place(prop: property) -> tuple[type, str, types.FunctionType] | None:
+    """(class, name, getter) of a property its class defines under its getter's name (the
+    `@property` form), else None."""
+    fget = prop.fget
+    if not isinstance(fget, types.FunctionType) or "." not in fget.__qualname__:
+        return None
+    owner_name, _, name = fget.__qualname__.rpartition(".")
+    try:
+        owner = _resolve(fget.__module__, owner_name)
+    except NotPortable:
+        return None
+    if not isinstance(owner, type) or vars(owner).get(name) is not prop:
+        return None
+    return owner, name, fget
+
+
+def _module_key(namespace: dict[str, Any]) -> str:
+    """The `sys.modules` key of the module whose globals `namespace` is: its `__name__`, or
+    another key where a module names itself otherwise (`_collections_abc` calls itself
+    `collections.abc`, which is another module)."""
+    name = namespace.get("__name__")
+    if isinstance(name, str) and getattr(sys.modules.get(name), "__dict__", None) is namespace:
+        return name
+    for key, module in list(sys.modules.items()):
+        if getattr(module, "__dict__", None) is namespace:
+            return key
+    raise NotPortable("a dict that is no module's namespace")
 
 
 def _matches(description: Encoded, value: Any) -> bool:
@@ -252,6 +313,15 @@ def _matches(description: Encoded, value: Any) -> bool:
                 and _named(value, description[1], description[2]))
     if tag == "instance":
         return type(value) is _class(description[1])
+    if tag == "tuple":
+        items = description[1]
+        return (type(value) is tuple and len(value) == len(items)
+                and all(_matches(d, v) for d, v in zip(items, value)))
+    if tag == "property":
+        place = _property_place(value) if isinstance(value, property) else None
+        return (place is not None and place[0] is _class(description[1])
+                and place[1] == description[2]
+                and code_digest(place[2].__code__) == description[3])
     raise NotPortable(f"unknown object tag {tag!r}")
 
 
@@ -271,11 +341,7 @@ def _source(source: Source) -> Encoded:
                 raise NotPortable("a mappingproxy that is no class's __dict__")
             return ("C", ("vars", _class_ref(owner)))
         if isinstance(obj, dict):
-            name = obj.get("__name__")
-            if not isinstance(name, str) or getattr(sys.modules.get(name), "__dict__",
-                                                    None) is not obj:
-                raise NotPortable("a dict that is no module's namespace")
-            return ("C", ("globals", name))
+            return ("C", ("globals", _module_key(obj)))
         return ("C", _object(obj))
     cls = type(source)
     if getattr(_sources, cls.__name__, None) is not cls:

@@ -57,7 +57,7 @@ class IdMatch(Check):
 
     def holds_object(self) -> bool:
         """Whether `obj` is the expected object itself (then `value is obj` is the check)."""
-        return self.obj is not None and id(self.obj) == self.target_id
+        return id(self.obj) == self.target_id  # NOTE: `obj` None stands for None itself
 
     def describe(self, subject: str) -> str:
         return f"id({subject}) == {self.target_id}  # {self.label}"
