@@ -242,7 +242,7 @@ def _object(obj: Any) -> Encoded:
     if type(obj) is tuple:  # NOTE: immutable: the same items make it the same tuple
         return ("tuple", tuple(_object(item) for item in obj))
     if isinstance(obj, property) and (place := _property_place(obj)) is not None:
-        return ("property", _class_ref(place[0]), place[1], code_digest(place[2].__code__))
+        return ("property", _class_ref(place[0]), place[1], _accessor_digests(obj))
     if isinstance(obj, (torch.Tensor, torch._ops.OpOverload, torch._ops.OpOverloadPacket,
                         types.MappingProxyType, staticmethod, classmethod, property)):
         raise NotPortable(f"a {type(obj).__qualname__} checked by identity")
@@ -266,6 +266,13 @@ def _property_place(prop: property) -> tuple[type, str, types.FunctionType] | No
     if not isinstance(owner, type) or vars(owner).get(name) is not prop:
         return None
     return owner, name, fget
+
+
+def _accessor_digests(prop: property) -> tuple[str | None, ...]:
+    """The code digests of a property's getter, setter and deleter (None: absent or not a
+    Python function)."""
+    return tuple(code_digest(f.__code__) if isinstance(f, types.FunctionType) else None
+                 for f in (prop.fget, prop.fset, prop.fdel))
 
 
 def _module_key(namespace: dict[str, Any]) -> str:
@@ -321,7 +328,7 @@ def _matches(description: Encoded, value: Any) -> bool:
         place = _property_place(value) if isinstance(value, property) else None
         return (place is not None and place[0] is _class(description[1])
                 and place[1] == description[2]
-                and code_digest(place[2].__code__) == description[3])
+                and _accessor_digests(value) == description[3])
     raise NotPortable(f"unknown object tag {tag!r}")
 
 

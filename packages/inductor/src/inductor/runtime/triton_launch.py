@@ -323,9 +323,33 @@ def write_best(path: Path, choice: list[Any]) -> None:
         pass
 
 
+_key_thread: threading.Thread | None = None
+
+
+def _start_triton_key() -> None:
+    """Compute Triton's own cache key in a background thread (once per process).
+
+    NOTE: the JIT's first compile or cache lookup in a process hashes Triton's sources and
+    libraries (`triton.runtime.cache.triton_key`, ~0.4 s on the GPU box: a third of a warm
+    GPT-2 training start), then keeps it. Hashing and file reads release the GIL, so the
+    thread overlaps the loading and first steps of the graph before its first Triton launch.
+    """
+    global _key_thread
+    if _key_thread is not None:
+        return
+    try:
+        from triton.runtime.cache import triton_key  # type: ignore[import-untyped]
+    except ImportError:
+        return
+    _key_thread = threading.Thread(target=triton_key, name="triton-key", daemon=True)
+    _key_thread.start()
+
+
 def load_triton_kernels(kernels: Sequence[TritonKernel]) -> dict[str, Any]:
     """Kernel name -> its launcher (module written to `cache_dir/triton` and imported once
     per process)."""
+    if any(not k.interpret for k in kernels):
+        _start_triton_key()
     out: dict[str, Any] = {}
     for k in kernels:
         with _lock:
