@@ -116,3 +116,10 @@ def test_a_wrapped_graph_that_copies_inputs_and_other_dicts_are_not_recorded() -
 def test_a_wrapped_graph_runs_the_graph() -> None:
     wrapped = GuardedGraph(lambda x: x + 1, False, (), None)
     assert torch.equal(wrapped(torch.ones(2)), torch.full((2,), 2.0))
+
+
+def test_a_tuple_holding_a_plain_instance_is_not_portable() -> None:
+    builder = guards.GuardBuilder()
+    builder.add(LocalSource("items"), guards.IdMatch.of((Model, Model())))
+    with pytest.raises(portable_guards.NotPortable):
+        portable_guards.encode(builder.build())

@@ -240,7 +240,12 @@ def _object(obj: Any) -> Encoded:
         module, qualname = _name(obj)
         return ("named", module, qualname, type(obj).__qualname__)
     if type(obj) is tuple:  # NOTE: immutable: the same items make it the same tuple
-        return ("tuple", tuple(_object(item) for item in obj))
+        items = tuple(_object(item) for item in obj)
+        if any(item[0] == "instance" for item in items):
+            # NOTE: an instance is matched by its class and by which sources held it; an
+            # item of a tuple has no source of its own
+            raise NotPortable("a tuple holding an object known only by its class")
+        return ("tuple", items)
     if isinstance(obj, property) and (place := _property_place(obj)) is not None:
         return ("property", _class_ref(place[0]), place[1], _accessor_digests(obj))
     if isinstance(obj, (torch.Tensor, torch._ops.OpOverload, torch._ops.OpOverloadPacket,
