@@ -38,7 +38,6 @@ from inductor.runtime.triton_interp import interpreting
 from inductor.runtime.triton_workers import Batch, WarmJob
 
 log = logging.getLogger("inductor")
-_DATA_PTR = torch.Tensor.data_ptr
 
 _lock = threading.Lock()
 _launchers: dict[str, Launcher] = {}
