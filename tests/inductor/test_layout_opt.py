@@ -315,8 +315,8 @@ class _ConvNet(torch.nn.Module):
 @pytest.mark.parametrize("train_mode", [True, False], ids=["bn-train", "bn-eval"])
 def test_training_steps_under_the_gpu_rule_match_eager(target: str, train_mode: bool,
                                                        monkeypatch: Any, caplog: Any) -> None:
-    """The GPU's rule (saved values stay channels-last) on the CPU: the pass told the CPU is
-    its device, oneDNN's own rule off. Steps of a conv/batch-norm/max-pool net give eager's
+    """The GPU's rule (saved values and weights channels-last) on the CPU: the pass told the
+    CPU is its device, oneDNN's own rule off. Steps of a conv/batch-norm/max-pool net give eager's
     losses, gradients and running statistics."""
     import copy
 
@@ -326,7 +326,8 @@ def test_training_steps_under_the_gpu_rule_match_eager(target: str, train_mode: 
     if target == "triton":
         pytest.importorskip("triton")
     monkeypatch.setattr(pipeline, "channels_last_convolutions",
-                        lambda gm: channels_last_convolutions(gm, devices=("cpu",)))
+                        lambda gm: channels_last_convolutions(gm, devices=("cpu",),
+                                                              weight_devices=("cpu",)))
     monkeypatch.setattr(pipeline, "channels_last_backward_inputs",
                         lambda gm: channels_last_backward_inputs(gm, devices=("cpu",)))
     torch.manual_seed(0)
@@ -351,7 +352,49 @@ def test_training_steps_under_the_gpu_rule_match_eager(target: str, train_mode: 
                 torch.testing.assert_close(p.grad, q.grad, atol=1e-4, rtol=1e-3)
             for b, c in zip(model.buffers(), ref.buffers()):
                 torch.testing.assert_close(b, c)
-    assert "channels-last activations around 3 convolutions" in caplog.text
+    # NOTE: all three weights are 3x3 ones: converted once, saved so for the backward
+    assert "channels-last activations around 3 convolutions (1 conversions, 3 weights)" \
+        in caplog.text
     # NOTE: the first convolution's saved input is the NCHW image, its gradient channels-last
     assert "channels-last inputs for 1 convolution backwards" in caplog.text
     compiler.reset()
+
+
+def test_weights_converted_once_and_saved_converted_for_the_backward() -> None:
+    # NOTE: the GPU rule (cuDNN converts an NCHW weight inside each convolution given a
+    # channels-last activation, forward and backward), run on the CPU by naming it: a 3x3
+    # weight is converted in the graph, a 1x1 weight (channels-last already) is not, and a
+    # training forward saves the converted weight in place of the parameter.
+    from aotgrad.saved_layout import SAVED_OUTPUTS_START
+
+    def fwd(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, w3: torch.Tensor) -> Any:
+        y = F.relu(F.conv2d(x, w1, padding=1))
+        z = F.relu(F.conv2d(y, w2, padding=1))
+        u = F.conv2d(z, w3)
+        return u.sum(), y, z  # a loss, then saved values
+
+    torch.manual_seed(0)
+    args = (torch.randn(2, 3, 16, 16), torch.randn(16, 3, 3, 3), torch.randn(16, 16, 3, 3),
+            torch.randn(8, 16, 1, 1))
+    gm = _graph(fwd, *args)
+    # NOTE: as a partitioned forward saves them: the weights among the saved values
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    ph = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    loss_, y_, z_ = output.args[0]
+    output.args = ((loss_, y_, ph[2], z_, ph[3]),)
+    gm.recompile()
+    gm.meta[SAVED_OUTPUTS_START] = 1
+    with torch.backends.mkldnn.flags(enabled=False):  # NOTE: not the CPU's oneDNN rule
+        plain = channels_last_convolutions(gm, devices=("cpu",))
+        new = channels_last_convolutions(gm, devices=("cpu",), weight_devices=("cpu",))
+    placeholders = [n for n in new.graph.nodes if n.op == "placeholder"]
+    converted = [n.args[0] for n in new.graph.nodes if n.target is torch.ops.aten.clone.default
+                 and n.args[0] in placeholders[1:]]
+    assert converted == placeholders[1:3]  # the 3x3 weights, not the 1x1
+    for conv in (n for n in new.graph.nodes if n.target is torch.ops.aten.convolution.default):
+        assert conv.args[1].meta["example_value"].is_contiguous(memory_format=torch.channels_last)
+    loss, y, w2, z, w3 = new(*args)
+    assert w2.is_contiguous(memory_format=torch.channels_last) and not w2.is_contiguous()
+    assert w3.is_contiguous()  # NOTE: 1x1: both layouts at once, kept as the parameter
+    torch.testing.assert_close((loss, y, w2, z, w3), tuple(gm(*args)), atol=1e-4, rtol=1e-4)
+    assert sum(n.target is torch.ops.aten.clone.default for n in plain.graph.nodes) == 1
