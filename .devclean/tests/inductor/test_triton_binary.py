@@ -185,3 +185,39 @@ def _pointwise_kernel() -> Any:
     (group,) = [g for g in p.steps if isinstance(g, FusedGroup)]
     return with_arg_types(TritonTarget(interpret=False).generate(group, p.ctx.buffers),
                           p.ctx.buffers)
+
+
+def _net(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    h = torch.nn.functional.gelu(x @ w)
+    return torch.softmax(h, -1), h.sum(0), (h * h).sum()  # NOTE: the last a split reduction
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (the GPU box runs it)")
+def test_a_warm_process_launches_real_kernels_from_their_records(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from aten_trace import trace_aten
+    from inductor import compile_aten, config
+    from triton.runtime.jit import JITFunction
+
+    torch.manual_seed(0)
+    inputs = [torch.randn(4096, 64, device="cuda"), torch.randn(64, 256, device="cuda")]
+    gm = trace_aten(_net, inputs)
+    want = _net(*inputs)
+    loaded: list[Any] = []
+    real_load = triton_binary.load
+    clear_launchers()
+    try:
+        with config.patch(cache_dir=str(tmp_path)):
+            cold = compile_aten(gm, inputs)(*inputs)
+            assert list(tmp_path.glob("triton/*.bin"))
+            clear_launchers()  # NOTE: as a new process over the same cache
+            monkeypatch.setattr(triton_binary, "load", lambda *a: loaded.append(
+                real_load(*a)) or loaded[-1])
+            monkeypatch.setattr(JITFunction, "run", lambda *a, **k: pytest.fail("JIT ran"))
+            warm = compile_aten(gm, inputs)(*inputs)
+            again = compile_aten(gm, inputs)(*inputs)
+    finally:
+        clear_launchers()
+    assert loaded and all(k is not None for k in loaded)
+    for got in (cold, warm, again):
+        torch.testing.assert_close(tuple(got), want, atol=1e-4, rtol=1e-4)

@@ -33,6 +33,7 @@ import torch
 from inductor import config
 from inductor.codegen.triton import LAUNCH_DEBUG, TritonKernel
 from inductor.codegen.triton_rules import PERSISTENT_MAX, triton_configs
+from inductor.runtime import triton_binary
 from inductor.runtime.triton_fastpath import FastPath
 from inductor.runtime.triton_interp import interpreting
 from inductor.runtime.triton_workers import Batch, WarmJob
@@ -102,6 +103,12 @@ class Launcher:
                 self.config = None
         self.fast = FastPath()
         self.fast_final = FastPath()
+        #: the compiled kernels' records (`runtime/triton_binary.py`): the kernel's, a split
+        #: reduction's final kernel's; each looked for, and written, once per process
+        self.record = best_path.with_suffix(".bin")
+        self.record_final = best_path.with_suffix(".final.bin")
+        self._tried: set[Path] = set()
+        self._recorded: set[Path] = set()
         #: a split reduction's per-call constants (`_split_plan`): workspace numel and
         #: dtypes, the first tensor argument's position (its device), the final kernel's
         #: configuration, the debug launch options
@@ -200,7 +207,7 @@ class Launcher:
         if self.kernel.split > 1:
             self._split(args)
             return
-        if self.fast.call(args):
+        if self.fast.call(args) or self._from_record(args):
             return
         if self.pending is not None:
             self.pending.wait()
@@ -210,6 +217,44 @@ class Launcher:
         compiled = self._run(self.config, args)
         if not self.kernel.interpret:
             self.fast.keep(compiled, self._grid(self.config), args, self.config[:2])
+            self._record(self.record, compiled, args, self.config)
+
+    def _from_record(self, args: Sequence[Any]) -> bool:
+        """The first launch of a kernel whose compiled form a launch recorded (a warm
+        start): in the configuration tuning chose (or the record's), without the JIT."""
+        if self.kernel.interpret or self.record in self._tried:
+            return False
+        cfg = self.config
+        if cfg is None:
+            recorded = triton_binary.recorded_config(self.record)
+            if recorded not in self.kernel.configs:
+                return False
+            cfg = recorded
+        assert cfg is not None
+        if not self._launch_recorded(self.fast, self.record, args, cfg, self._grid(cfg)):
+            return False
+        self.config = cfg
+        return True
+
+    def _launch_recorded(self, fast: FastPath, path: Path, args: Sequence[Any],
+                         cfg: Sequence[int], grid: tuple[int, ...]) -> bool:
+        """Launch through the compiled kernel recorded at `path` (once per process);
+        False when there is none for configuration `cfg` and these arguments."""
+        if path in self._tried or fast.compiled is not None or not fast.on:
+            return False
+        self._tried.add(path)
+        compiled = triton_binary.load(path, args, cfg)
+        if compiled is None:
+            return False
+        fast.keep(compiled, grid, args, tuple(cfg[:2]))
+        return fast.call(args)
+
+    def _record(self, path: Path, compiled: Any, args: Sequence[Any],
+                cfg: Sequence[int]) -> None:
+        """Record a kernel the JIT launched (once per process, where none is on disk)."""
+        if path not in self._recorded and not path.exists():
+            triton_binary.record(path, compiled, args, cfg)
+        self._recorded.add(path)
 
     def _split(self, args: Sequence[Any]) -> None:
         if self.pending is not None:
@@ -238,17 +283,21 @@ class Launcher:
         numel, dtypes, first, final, debug = self._split_plan(args)
         device = args[first].device
         full = (*args, *[torch.empty(numel, dtype=dt, device=device) for dt in dtypes])
-        if not (keep and self.fast.call(full)):
-            xb, rb, warps = cfg
-            grid = (k.split, _cdiv(k.xnumel, xb))
+        xb, rb, warps = cfg
+        grid = (k.split, _cdiv(k.xnumel, xb))
+        if not (keep and (self.fast.call(full) or self._launch_recorded(
+                self.fast, self.record, full, cfg, grid))):
             if k.interpret:
                 self.fn[grid](*full, XBLOCK=xb, RBLOCK=rb)
             else:
                 c = self.fn[grid](*full, XBLOCK=xb, RBLOCK=rb, num_warps=warps, **debug)
                 if keep:
                     self.fast.keep(c, grid, full, (xb, rb))
-        if not (keep and self.fast_final.call(full)):
-            fxb, frb, fgrid, fwarps = final
+                    self._record(self.record, c, full, cfg)
+        fxb, frb, fgrid, fwarps = final
+        fcfg = (fxb, frb, fwarps)
+        if not (keep and (self.fast_final.call(full) or self._launch_recorded(
+                self.fast_final, self.record_final, full, fcfg, fgrid))):
             if k.interpret:
                 self.final[fgrid](*full, XBLOCK=fxb, RBLOCK=frb)
             else:
@@ -256,6 +305,7 @@ class Launcher:
                                       **debug)
                 if keep:
                     self.fast_final.keep(c, fgrid, full, (fxb, frb))
+                    self._record(self.record_final, c, full, fcfg)
 
     def _tune(self, args: Sequence[Any],
               configs: tuple[tuple[int, int, int], ...] | None = None,
@@ -347,8 +397,9 @@ def _start_triton_key() -> None:
 def load_triton_kernels(kernels: Sequence[TritonKernel]) -> dict[str, Any]:
     """Kernel name -> its launcher (module written to `cache_dir/triton` and imported once
     per process)."""
-    if any(not k.interpret for k in kernels):
-        _start_triton_key()
+    if any(not k.interpret and not (_module_dir() / f"{k.name}.bin").exists()
+           for k in kernels):
+        _start_triton_key()  # NOTE: a kernel the JIT will look up (no record of it)
     out: dict[str, Any] = {}
     for k in kernels:
         with _lock:
