@@ -1,8 +1,8 @@
 """Compiled Triton kernels recorded beside their modules and found again without the JIT
 (`runtime/triton_binary.py`): a real kernel compiled for an H100 on this machine (compiling
 needs no GPU) is recorded and rebuilt from Triton's cache with the same binary, signature and
-constants; a record for another configuration, alignment, dtype, scalar value or Triton
-version, or whose cache entry is gone, is a miss; and a launcher's first launch in a later
+constants; a record for another configuration, kernel variant, alignment, dtype, scalar value,
+Triton version, `TRITON_*` setting or GPU, or whose cache entry is gone, is a miss; and a launcher's first launch in a later
 process goes through the record, never the JIT (stand-ins for the JIT and the compiled
 kernel: loading a binary needs a GPU)."""
 
@@ -27,11 +27,25 @@ def _axpy(x_ptr, y_ptr, out_ptr, a, XBLOCK: tl.constexpr):  # type: ignore[no-un
     tl.store(out_ptr + offs, a * tl.load(x_ptr + offs) + tl.load(y_ptr + offs))
 
 
+class _NoGpuDriver:
+    """Triton's driver for a GPU of compute capability `arch` on a machine without one."""
+
+    def __init__(self, arch: int = 90) -> None:
+        self.arch = arch
+
+    def get_current_target(self) -> Any:
+        from triton.backends.compiler import GPUTarget
+
+        return GPUTarget("cuda", self.arch, 32)
+
+
 def _compile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     from triton.backends.compiler import GPUTarget
     from triton.compiler.compiler import ASTSource
+    from triton.runtime.driver import driver
 
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
+    monkeypatch.setattr(driver, "_active", _NoGpuDriver())
     signature = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "a": "fp32",
                  "XBLOCK": "constexpr"}
     attrs = {(i,): [["tt.divisibility", 16]] for i in range(3)}
@@ -49,11 +63,11 @@ def test_a_recorded_kernel_is_rebuilt_from_the_cache(tmp_path: Path,
 
     compiled = _compile(tmp_path, monkeypatch)
     path = tmp_path / "k.bin"
-    triton_binary.record(path, compiled, _args(), (64, 1, 4))
+    triton_binary.record(path, compiled, _args(), (64, 1, 4), [False])
     assert path.exists()
     handles: list[Any] = []
     monkeypatch.setattr(CompiledKernel, "_init_handles", lambda self: handles.append(self))
-    loaded = triton_binary.load(path, _args(), (64, 1, 4))
+    loaded = triton_binary.load(path, _args(), (64, 1, 4), [False])
     assert loaded is not None and handles == [loaded]  # NOTE: loaded at once: errors miss
     assert loaded.hash == compiled.hash
     assert loaded.asm["cubin"] == compiled.asm["cubin"]
@@ -65,6 +79,7 @@ def test_a_recorded_kernel_is_rebuilt_from_the_cache(tmp_path: Path,
 
 def test_other_launches_are_misses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from triton.compiler.compiler import CompiledKernel
+    from triton.runtime.driver import driver
 
     compiled = _compile(tmp_path, monkeypatch)
     path = tmp_path / "k.bin"
@@ -77,9 +92,16 @@ def test_other_launches_are_misses(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert triton_binary.load(path, (x.double(), y, out, a), (64, 1, 4)) is None  # dtype
     assert triton_binary.load(path, (x, y, out, 3.0), (64, 1, 4)) is None  # scalar value
     assert triton_binary.load(path, (base[16:80], y, out, a), (64, 1, 4)) is not None
-    monkeypatch.setattr(triton_binary, "_triton_version", lambda: "0.0")
-    assert triton_binary.load(path, _args(), (64, 1, 4)) is None  # another Triton
-    monkeypatch.undo()
+    assert triton_binary.load(path, _args(), (64, 1, 4), [True]) is None  # another variant
+    with monkeypatch.context() as m:
+        m.setattr(triton_binary, "_triton_version", lambda: "0.0")
+        assert triton_binary.load(path, _args(), (64, 1, 4)) is None  # another Triton
+    with monkeypatch.context() as m:
+        m.setenv("TRITON_DEFAULT_FP_FUSION", "0")
+        assert triton_binary.load(path, _args(), (64, 1, 4)) is None  # other settings
+    with monkeypatch.context() as m:
+        m.setattr(driver, "_active", _NoGpuDriver(80))
+        assert triton_binary.load(path, _args(), (64, 1, 4)) is None  # another GPU
     monkeypatch.setattr(CompiledKernel, "_init_handles", lambda self: 1 / 0)
     assert triton_binary.load(path, _args(), (64, 1, 4)) is None  # loading failed
     monkeypatch.setattr(CompiledKernel, "_init_handles", lambda self: None)
@@ -92,8 +114,11 @@ class _Kernel:
     """What `triton_binary.load` builds: records the launches made through it."""
 
     def __init__(self, src: Any, group: dict[str, str], key: str) -> None:
+        from triton.backends.compiler import GPUTarget
+
         self.src, self.group, self.hash = src, group, key
         self.metadata_group = group
+        self.metadata = type("Metadata", (), {"target": GPUTarget("cuda", 90, 32)})()
         self.launches: list[tuple[Any, ...]] = []
 
     def _init_handles(self) -> None:
@@ -148,6 +173,9 @@ def test_a_later_process_launches_through_the_record(tmp_path: Path,
 
     monkeypatch.setattr(triton_cache, "get_cache_manager", _Manager)
     monkeypatch.setattr(triton_compiler, "CompiledKernel", _Kernel)
+    from triton.runtime.driver import driver
+
+    monkeypatch.setattr(driver, "_active", _NoGpuDriver())
     clear_launchers()
     try:
         with config.patch(cache_dir=str(tmp_path), triton_compile_workers=0):

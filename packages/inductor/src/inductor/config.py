@@ -176,3 +176,11 @@ def compile_worker_environment() -> dict[str, str]:
     """The environment of Triton compile workers (`runtime/triton_workers.py`): this
     process's, with Triton's interpreter off (workers compile for the GPU)."""
     return {**os.environ, "TRITON_INTERPRET": "0"}
+
+
+def triton_compile_settings() -> dict[str, str]:
+    """The `TRITON_*` environment settings that may change what Triton compiles for the GPU
+    (FP fusion, debug, ...): not the folders it reads or writes, nor the interpreter switch
+    (`runtime/triton_binary.py` keys its records on them)."""
+    return {k: v for k, v in os.environ.items() if k.startswith("TRITON_")
+            and not k.endswith("_DIR") and k not in ("TRITON_HOME", "TRITON_INTERPRET")}

@@ -12,8 +12,10 @@ metadata file, the kernel's signature and constants (what Triton's launcher is b
 the configuration it ran in, and the arguments' specialization (dtypes, 16-byte alignment
 of each tensor, the values of scalars). A later process whose first launch has the same
 configuration and specialization builds the compiled kernel from Triton's cache directly
-(`load`) and launches it through the fast path. Anything else (another Triton version, a
-cache entry gone, another alignment, an error loading it) is a miss: the JIT runs, as before.
+(`load`) and launches it through the fast path. Anything else is a miss and the JIT runs, as
+before: another Triton version, another variant of the kernel (its debug launch options),
+other `TRITON_*` settings in the environment (they change what Triton compiles: FP fusion,
+debug), a cache entry gone, another alignment, a binary for another GPU, an error loading it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from inductor import config
 
 log = logging.getLogger("inductor")
 
@@ -73,10 +77,11 @@ def _triton_version() -> str | None:
     return version
 
 
-def record(path: Path, compiled: Any, args: Sequence[Any], cfg: Sequence[int]) -> None:
+def record(path: Path, compiled: Any, args: Sequence[Any], cfg: Sequence[int],
+           variant: Sequence[Any] = ()) -> None:
     """Write `path`: how `load` finds `compiled` (the JIT's result for `args` in
-    configuration `cfg`) again. Best effort: a kernel whose source Triton describes
-    otherwise, or a read-only cache, keeps none."""
+    configuration `cfg`, of the kernel's `variant`: plain values) again. Best effort: a
+    kernel whose source Triton describes otherwise, or a read-only cache, keeps none."""
     try:
         src = compiled.src
         signature = dict(src.signature)
@@ -84,7 +89,8 @@ def record(path: Path, compiled: Any, args: Sequence[Any], cfg: Sequence[int]) -
         metadata = next(n for n in compiled.metadata_group if n.endswith(".json"))
         data = {"format": _FORMAT, "triton": _triton_version(), "hash": compiled.hash,
                 "metadata": metadata, "name": src.name, "signature": signature,
-                "constants": constants, "cfg": list(cfg), "spec": specialization(args)}
+                "constants": constants, "cfg": list(cfg), "variant": list(variant),
+                "env": config.triton_compile_settings(), "spec": specialization(args)}
     except (AttributeError, StopIteration, TypeError):
         return
     if not (all(isinstance(v, str) for v in signature.values())
@@ -116,15 +122,20 @@ def _read(path: Path) -> dict[str, Any] | None:
     return data
 
 
-def load(path: Path, args: Sequence[Any], cfg: Sequence[int]) -> Any:
+def load(path: Path, args: Sequence[Any], cfg: Sequence[int],
+         variant: Sequence[Any] = ()) -> Any:
     """The compiled kernel recorded at `path`, its binary loaded, when the record is for
-    configuration `cfg` and `args`' specialization; None otherwise (the JIT then runs)."""
+    configuration `cfg`, the kernel's `variant`, this environment's Triton settings, `args`'
+    specialization and this GPU; None otherwise (the JIT then runs)."""
     data = _read(path)
-    if data is None or data["cfg"] != list(cfg) or data["spec"] != specialization(args):
+    if data is None or data["cfg"] != list(cfg) or data.get("variant") != list(variant) \
+            or data.get("env") != config.triton_compile_settings() \
+            or data["spec"] != specialization(args):
         return None
     try:
         from triton.compiler.compiler import CompiledKernel  # type: ignore[import-untyped]
         from triton.runtime.cache import get_cache_manager  # type: ignore[import-untyped]
+        from triton.runtime.driver import driver  # type: ignore[import-untyped]
 
         group = get_cache_manager(data["hash"]).get_group(data["metadata"])
         if not group or data["metadata"] not in group:
@@ -132,6 +143,10 @@ def load(path: Path, args: Sequence[Any], cfg: Sequence[int]) -> Any:
         src = _Source(data["name"], data["signature"],
                       {tuple(k): v for k, v in data["constants"]})
         compiled = CompiledKernel(src, group, data["hash"])
+        target = driver.active.get_current_target()
+        if (compiled.metadata.target.backend, compiled.metadata.target.arch) != (
+                target.backend, target.arch):
+            return None  # NOTE: a cache folder carried to another GPU
         compiled._init_handles()
     except Exception as e:  # noqa: BLE001 - any failure is a miss: the JIT runs instead
         log.debug("triton binary %s not loaded: %s", path.name, e)

@@ -243,7 +243,7 @@ class Launcher:
         if path in self._tried or fast.compiled is not None or not fast.on:
             return False
         self._tried.add(path)
-        compiled = triton_binary.load(path, args, cfg)
+        compiled = triton_binary.load(path, args, cfg, self._variant())
         if compiled is None:
             return False
         fast.keep(compiled, grid, args, tuple(cfg[:2]))
@@ -253,8 +253,13 @@ class Launcher:
                 cfg: Sequence[int]) -> None:
         """Record a kernel the JIT launched (once per process, where none is on disk)."""
         if path not in self._recorded and not path.exists():
-            triton_binary.record(path, compiled, args, cfg)
+            triton_binary.record(path, compiled, args, cfg, self._variant())
         self._recorded.add(path)
+
+    def _variant(self) -> list[Any]:
+        """What else picks the compiled form of this kernel in a configuration: its debug
+        launch options."""
+        return [bool(self.kernel.debug)]
 
     def _split(self, args: Sequence[Any]) -> None:
         if self.pending is not None:
