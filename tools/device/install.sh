@@ -9,3 +9,11 @@ if [ -z "${DEVICE_INSTALLED:-}" ]; then
 fi
 export DEVICE_INSTALLED=1
 export PYTHONPATH=/tmp/site:/tmp/ours:$PWD/tools/bench:$PWD/tools/device
+# device_tests ARGS: the GPU name, then pytest ARGS (when any) into $OUT/tests.txt, its tail shown.
+device_tests() {
+  nvidia-smi --query-gpu=name --format=csv,noheader | head -1
+  if [ -n "${1:-}" ]; then
+    python3 -m pytest -q -p no:cacheprovider $1 > "$OUT/tests.txt" 2>&1
+    tail -5 "$OUT/tests.txt"
+  fi
+}

@@ -6,11 +6,7 @@
 set -uo pipefail
 source tools/device/install.sh >/dev/null 2>&1
 export PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name --format=csv,noheader | head -1
-if [ -n "${S20_TESTS:-}" ]; then
-  python3 -m pytest -q -p no:cacheprovider $S20_TESTS > "$OUT/tests.txt" 2>&1
-  tail -5 "$OUT/tests.txt"
-fi
+device_tests "${S20_TESTS:-}"
 cd tools/bench
 i=0
 IFS=';' read -ra steps <<< "${S20_STEPS:-}"

@@ -9,11 +9,7 @@
 set -uo pipefail
 source tools/device/install.sh >/dev/null 2>&1
 export PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name --format=csv,noheader | head -1
-if [ -n "${S25_TESTS:-}" ]; then
-  python3 -m pytest -q -p no:cacheprovider $S25_TESTS > "$OUT/tests.txt" 2>&1
-  tail -3 "$OUT/tests.txt"
-fi
+device_tests "${S25_TESTS:-}"
 cd tools/bench
 for run in ${ZOO_SETS:-}; do
   IFS=: read -r dtype mode rows budget models <<< "$run"
