@@ -2,9 +2,10 @@
 (`runtime/triton_binary.py`): a real kernel compiled for an H100 on this machine (compiling
 needs no GPU) is recorded and rebuilt from Triton's cache with the same binary, signature and
 constants; a record for another configuration, kernel variant, alignment, dtype, scalar value,
-Triton version, `TRITON_*` setting or GPU, or whose cache entry is gone, is a miss; and a launcher's first launch in a later
-process goes through the record, never the JIT (stand-ins for the JIT and the compiled
-kernel: loading a binary needs a GPU)."""
+Triton version, `TRITON_*` setting or GPU, or whose cache entry is gone, is a miss; and a
+launcher's first launch in a later process goes through the record, never the JIT nor the
+import of the kernel's module (stand-ins for the JIT and the compiled kernel: loading a binary
+needs a GPU)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import torch
 triton = pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")
 
-from inductor.runtime import triton_binary
+from inductor.runtime import triton_binary, triton_launch
 from inductor.runtime.triton_launch import clear_launchers, load_triton_kernels
 
 
@@ -187,8 +188,9 @@ def test_a_later_process_launches_through_the_record(tmp_path: Path,
             assert first.fn.calls == 1
             assert first.record.exists()
             clear_launchers()  # NOTE: as a new process
+            monkeypatch.setattr(triton_launch, "_import",
+                                lambda *a: pytest.fail("a recorded kernel's module imported"))
             (later,) = load_triton_kernels([kernel]).values()
-            later.fn = _Jit(kernel.name, allowed=False)
             later(*args)
             later(*args)
     finally:

@@ -1,0 +1,1 @@
+"""Code generation: the ops protocol, the C++ kernel generator and the Python wrapper."""

@@ -1,0 +1,1 @@
+"""The loop-level IR: layouts, buffers, loop bodies, printer and verifier."""

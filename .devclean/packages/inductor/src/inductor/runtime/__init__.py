@@ -1,0 +1,1 @@
+"""Runtime support: building and caching kernel libraries, loading them with ctypes."""

@@ -1,0 +1,1 @@
+"""The scheduler: dependencies, dead-code removal, fusion into kernel groups, ordering."""
