@@ -131,14 +131,14 @@ class _Rewrite:
         """Make argument `index` of `node` channels-last (a weight: counted apart, and a
         saved output that is the weight itself is replaced by its conversion)."""
         value = node.args[index]
-        assert isinstance(value, fx.Node)
-        cl = self.weights.get(value) if weight else None
+        key = value if weight and isinstance(value, fx.Node) else None
+        cl = self.weights.get(key) if key is not None else None
         if cl is None:
             with self.graph.inserting_before(node):
                 cl = self.graph.call_function(aten.clone.default, (value,),
                                               {"memory_format": _CL})
-            if weight:
-                self.weights[value] = cl
+            if key is not None:
+                self.weights[key] = cl
         args = list(node.args)
         args[index] = cl
         node.args = tuple(args)
