@@ -8,7 +8,9 @@ winner is written beside the module (`<name>.best`), so a warm start neither tun
 re-times. A kernel that reads a buffer it writes (by name, or through arguments that share
 memory at run time) is never run twice: it takes the first configuration. After the first
 launch, later calls go through the compiled kernel directly (skipping the JIT's argument
-binding) while the arguments keep the first call's alignment. A split reduction
+binding) while the arguments keep the first call's alignment. The launch that compiled a
+kernel records its binary (`runtime/triton_binary.py`); a later process launches it from the
+record, without the JIT or importing the module. A split reduction
 (`codegen/triton_split.py`) launches its two kernels with fresh workspaces for the partials.
 
 A kernel that takes its sizes as arguments (a graph of symbolic sizes: `TritonKernel.sizes`)
@@ -445,8 +447,8 @@ def _start_triton_key() -> None:
 
 
 def load_triton_kernels(kernels: Sequence[TritonKernel]) -> dict[str, Any]:
-    """Kernel name -> its launcher (module written to `cache_dir/triton` and imported once
-    per process)."""
+    """Kernel name -> its launcher (module written to `cache_dir/triton`, imported once per
+    process when a launch needs the JIT)."""
     if any(not k.interpret and not (_module_dir() / f"{k.name}.bin").exists()
            for k in kernels):
         _start_triton_key()  # NOTE: a kernel the JIT will look up (no record of it)
