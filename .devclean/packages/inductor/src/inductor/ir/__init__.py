@@ -1,1 +1,0 @@
-"""The loop-level IR: layouts, buffers, loop bodies, printer and verifier."""

@@ -1,1 +1,0 @@
-"""Runtime support: building and caching kernel libraries, loading them with ctypes."""

@@ -1,1 +1,0 @@
-"""The scheduler: dependencies, dead-code removal, fusion into kernel groups, ordering."""
