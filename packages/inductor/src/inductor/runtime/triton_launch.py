@@ -449,8 +449,8 @@ def _start_triton_key() -> None:
 def load_triton_kernels(kernels: Sequence[TritonKernel]) -> dict[str, Any]:
     """Kernel name -> its launcher (module written to `cache_dir/triton`, imported once per
     process when a launch needs the JIT)."""
-    if any(not k.interpret and not (_module_dir() / f"{k.name}.bin").exists()
-           for k in kernels):
+    directory = _module_dir()
+    if any(not k.interpret and not (directory / f"{k.name}.bin").exists() for k in kernels):
         _start_triton_key()  # NOTE: a kernel the JIT will look up (no record of it)
     out: dict[str, Any] = {}
     for k in kernels:
