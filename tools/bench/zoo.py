@@ -8,8 +8,8 @@ first call with empty on-disk caches; warm: a fresh compile of the same model wi
 in-memory and on-disk caches filled, capture's / dynamo's caches reset; `disk s`: ours with
 aotgrad's compiled-graph cache and inductor's in-process plan and library caches cleared
 too). Ours runs through `compiler.compile` (the user's entry point, with its frame disk
-cache) when capture handles the model (and compiles something), else through `aotgrad.aot_module` (column `path`). Speedups are the median of
-per-round ratios over 12 rounds that time eager, ours and torch.compile in turn (`ours q1-q3`:
+cache) when capture handles the model (and compiles something), else through
+`aotgrad.aot_module` (column `path`). Speedups are the median of per-round ratios over 12 rounds that time eager, ours and torch.compile in turn (`ours q1-q3`:
 their quartiles; `o/tc`: the median per-round ratio of torch.compile's time to ours).
 """
 
