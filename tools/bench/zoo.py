@@ -9,8 +9,9 @@ in-memory and on-disk caches filled, capture's / dynamo's caches reset; `disk s`
 aotgrad's compiled-graph cache and inductor's in-process plan and library caches cleared
 too). Ours runs through `compiler.compile` (the user's entry point, with its frame disk
 cache) when capture handles the model (and compiles something), else through
-`aotgrad.aot_module` (column `path`). Speedups are the median of per-round ratios over 12 rounds that time eager, ours and torch.compile in turn (`ours q1-q3`:
-their quartiles; `o/tc`: the median per-round ratio of torch.compile's time to ours).
+`aotgrad.aot_module` (column `path`). Speedups are the median of per-round ratios over 12
+rounds that time eager, ours and torch.compile in turn (`ours q1-q3`: their quartiles;
+`o/tc`: the median per-round ratio of torch.compile's time to ours).
 """
 
 from __future__ import annotations
